@@ -1,0 +1,1 @@
+"""The reference PII detect-and-redact pipeline that pipeops ships and watches."""

@@ -1,0 +1,79 @@
+"""Collaborators built once per function (a warm container), lazily on first use.
+
+Lazy so that importing a handler costs nothing and reads no environment; kept per function
+(`CURRENT_FUNCTION`, set by the handler decorator) because the sandbox runs every function in one
+interpreter, each with its own environment; `reset()` lets tests start with fresh ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from threading import RLock
+from typing import Any, TypeVar
+
+from pipeline.artifacts import ArtifactStore
+from pipeline.aws import client, reset_clients
+from pipeline.config import CURRENT_FUNCTION, DetectorKind, Settings, load_settings
+from pipeline.pii import PiiDetector, detector_for
+from pipeline.queue import JobQueue
+from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.tracking import TrackingStore
+
+T = TypeVar("T")
+_built: list[dict[str, Any]] = []
+_lock = RLock()  # factories build other collaborators: re-entrant
+
+
+def built_once(factory: Callable[[], T]) -> Callable[[], T]:
+    """`factory()` called once per function, its result reused by that function's invocations."""
+    instances: dict[str, T] = {}
+    _built.append(instances)
+
+    def get() -> T:
+        key = CURRENT_FUNCTION.get()
+        if key not in instances:
+            with _lock:
+                if key not in instances:
+                    instances[key] = factory()
+        return instances[key]
+
+    get.__doc__ = factory.__doc__
+    return get
+
+
+def reset() -> None:
+    for instances in _built:
+        instances.clear()
+    reset_clients()
+
+
+@built_once
+def settings() -> Settings:
+    return load_settings()
+
+
+@built_once
+def tracking_store() -> TrackingStore:
+    return TrackingStore(settings().require("tracking_table"), client("dynamodb"))
+
+
+@built_once
+def semaphore() -> Semaphore:
+    return Semaphore(settings().require("coordination_table"), client("dynamodb"))
+
+
+@built_once
+def job_queue() -> JobQueue:
+    return JobQueue(client("sqs"), settings().require("main_queue_url"))
+
+
+@built_once
+def artifacts() -> ArtifactStore:
+    current = settings()
+    return ArtifactStore(client("s3"), current.require("output_bucket"), current.kms_key_arn)
+
+
+@built_once
+def detector() -> PiiDetector:
+    kind = settings().pii_detector
+    return detector_for(kind.value, client("comprehend") if kind is DetectorKind.COMPREHEND else None)

@@ -1,0 +1,25 @@
+"""Step Functions task: write the redacted copy of one file to the output bucket at the same key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.handlers import _wiring
+from pipeline.tasks import redact_file
+from pipeline.telemetry import emit, logger
+from pipeline.telemetry.catalog import Metric
+from pipeline.telemetry.handler import instrumented
+from pipeline.telemetry.logging import correlate
+from pipeline.telemetry.tracing import span
+
+
+@instrumented("redact")
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    file_key = event["detection"]["file_key"]
+    correlate(job_id=event["job_id"], execution_name=event["execution_name"], file_key=file_key)
+    with span("redact.file", (event.get("trace") or {}), job_id=event["job_id"], file_key=file_key):
+        result = redact_file(event, _wiring.artifacts())
+    if result["outcome"] == "redacted":
+        emit(Metric.FILES_REDACTED)
+    logger.info("file redacted", extra={"outcome": result["outcome"], "replacements": result["replacements"]})
+    return result

@@ -1,0 +1,34 @@
+"""Workflow tracker: execution status change → release the slot, mark failures. Raises to retry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.handlers import _wiring
+from pipeline.jobs import utc_now
+from pipeline.telemetry import emit, logger
+from pipeline.telemetry.catalog import Metric
+from pipeline.telemetry.handler import instrumented
+from pipeline.telemetry.logging import correlate
+from pipeline.tracker import StatusChange, TrackOutcome, track
+
+
+@instrumented("workflow_tracker")
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    change = StatusChange.from_event(event)
+    correlate(execution_name=change.execution_name, job_id=change.run.job_id if change.run else None)
+    result = track(change, _wiring.tracking_store(), _wiring.semaphore(), utc_now())
+    if result.outcome is TrackOutcome.IGNORED:
+        return {"outcome": result.outcome.value}
+    emit(Metric.SLOTS_RELEASED if result.outcome is TrackOutcome.RELEASED else Metric.DUPLICATE_RELEASES)
+    if result.outcome is TrackOutcome.RELEASED:
+        emit(Metric.JOBS_SUCCEEDED if change.status == "SUCCEEDED" else Metric.JOBS_FAILED)
+        if change.duration_seconds is not None:
+            emit(Metric.JOB_DURATION, change.duration_seconds)
+    if change.run is None:
+        logger.warning("execution has no job in its input: it was not started by the router")
+    logger.info(
+        "execution status change handled",
+        extra={"status": change.status, "outcome": result.outcome.value, "marked_failed": result.marked_failed},
+    )
+    return {"outcome": result.outcome.value, "marked_failed": result.marked_failed}

@@ -1,0 +1,70 @@
+"""The one job-status enum, its order, and which transitions are legal.
+
+Everything that writes a status (handlers, the state machine's DynamoDB tasks, the reconciler)
+derives its condition from here, so "forward only" means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    QUEUED = "QUEUED"
+    IN_PROGRESS = "IN_PROGRESS"
+    DETECTING = "DETECTING"
+    DETECT_COMPLETE = "DETECT_COMPLETE"
+    GENERATING_SYNTHETIC = "GENERATING_SYNTHETIC"
+    SYNTHETIC_COMPLETE = "SYNTHETIC_COMPLETE"
+    REDACTING = "REDACTING"
+    REDACT_COMPLETE = "REDACT_COMPLETE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+    @property
+    def is_active(self) -> bool:
+        return self not in TERMINAL_STATUSES
+
+
+# The forward path, in order. FAILED is reachable from any active status.
+LIFECYCLE: tuple[JobStatus, ...] = (
+    JobStatus.QUEUED,
+    JobStatus.IN_PROGRESS,
+    JobStatus.DETECTING,
+    JobStatus.DETECT_COMPLETE,
+    JobStatus.GENERATING_SYNTHETIC,
+    JobStatus.SYNTHETIC_COMPLETE,
+    JobStatus.REDACTING,
+    JobStatus.REDACT_COMPLETE,
+    JobStatus.COMPLETE,
+)
+TERMINAL_STATUSES = frozenset({JobStatus.COMPLETE, JobStatus.FAILED})
+# The one definition of "active": every status a running (or about to run) job can hold.
+ACTIVE_STATUSES: tuple[JobStatus, ...] = tuple(s for s in LIFECYCLE if s not in TERMINAL_STATUSES)
+
+_RANK = {status: rank for rank, status in enumerate(LIFECYCLE)}
+
+
+def can_transition(current: JobStatus | None, target: JobStatus) -> bool:
+    """Whether a record in `current` may be written as `target`.
+
+    Forward moves may skip steps (blackout never generates synthetic data); rewriting the same
+    active status is allowed so a retried task is idempotent; terminal records never change.
+    `current` None means no record exists yet: only QUEUED may create one.
+    """
+    if current is None:
+        return target is JobStatus.QUEUED
+    if current.is_terminal:
+        return False
+    if target is JobStatus.FAILED:
+        return True
+    return _RANK[target] >= _RANK[current]
+
+
+def allowed_predecessors(target: JobStatus) -> tuple[JobStatus, ...]:
+    """Every existing status from which `target` may be written, in lifecycle order."""
+    return tuple(s for s in (*LIFECYCLE, JobStatus.FAILED) if can_transition(s, target))

@@ -1,0 +1,1 @@
+"""DynamoDB-backed stores: the tracking table (job runs) and the concurrency semaphore."""

@@ -1,0 +1,122 @@
+"""The metric catalog: the single source of truth for every metric the pipeline emits.
+
+Each entry names the metric, its unit, its dimensions and what it means. Handlers emit only
+through `pipeline.telemetry.metrics.emit(Metric.X, value)`; dashboards, alarms and docs read this.
+Dimensions stay low-cardinality: a job id is a log/metadata property, never a dimension.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+NAMESPACE = "PipeOps"
+# Every pipeline metric carries these dimensions (service comes from POWERTOOLS_SERVICE_NAME).
+STANDARD_DIMENSIONS: tuple[str, ...] = ("service", "stage", "function")
+
+
+class Unit(StrEnum):
+    COUNT = "Count"
+    SECONDS = "Seconds"
+    MILLISECONDS = "Milliseconds"
+    BYTES = "Bytes"
+    PERCENT = "Percent"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    unit: Unit
+    description: str
+    dimensions: tuple[str, ...] = STANDARD_DIMENSIONS
+
+
+class Metric(StrEnum):
+    """Metric names; `CATALOG[Metric.X]` holds the rest of the definition."""
+
+    FILES_INGESTED = "FilesIngested"
+    JOBS_QUEUED = "JobsQueued"
+    JOBS_STARTED = "JobsStarted"
+    CAPACITY_WAITS = "CapacityWaits"
+    START_EXECUTION_FAILURES = "StartExecutionFailures"
+    DUPLICATE_DELIVERIES = "DuplicateDeliveries"
+    MALFORMED_MESSAGES = "MalformedMessages"
+    SLOTS_ACQUIRED = "SlotsAcquired"
+    SLOTS_RELEASED = "SlotsReleased"
+    DUPLICATE_RELEASES = "DuplicateReleases"
+    UNSUPPORTED_FILES = "UnsupportedFiles"
+    EMPTY_FILES = "EmptyFiles"
+    FILES_DETECTED = "FilesDetected"
+    PII_ENTITIES_DETECTED = "PiiEntitiesDetected"
+    FILES_REDACTED = "FilesRedacted"
+    FILE_FAILURES = "FileFailures"
+    SYNTHETIC_VALUES_GENERATED = "SyntheticValuesGenerated"
+    JOBS_SUCCEEDED = "JobsSucceeded"
+    JOBS_FAILED = "JobsFailed"
+    JOB_DURATION = "JobDuration"
+    QUEUE_WAIT = "QueueWait"
+    BATCH_JOBS_SCHEDULED = "BatchJobsScheduled"
+    STALE_JOBS_RECLAIMED = "StaleJobsReclaimed"
+    STALE_STATUS_WRITES = "StaleStatusWrites"
+
+
+_C, _S = Unit.COUNT, Unit.SECONDS
+CATALOG: dict[Metric, MetricSpec] = {
+    spec.name: spec  # type: ignore[misc]
+    for spec in (
+        MetricSpec(Metric.FILES_INGESTED, _C, "S3 objects accepted by ingest and added to a queued run."),
+        MetricSpec(Metric.JOBS_QUEUED, _C, "Runs written QUEUED and announced on the main queue."),
+        MetricSpec(Metric.JOBS_STARTED, _C, "Executions started by the router (one per run)."),
+        MetricSpec(Metric.CAPACITY_WAITS, _C, "Messages deferred because every slot was busy (waiting, not failing)."),
+        MetricSpec(Metric.START_EXECUTION_FAILURES, _C, "StartExecution calls that failed; the slot was released."),
+        MetricSpec(Metric.DUPLICATE_DELIVERIES, _C, "Messages for runs already started or finished (redelivery, redrive)."),
+        MetricSpec(Metric.MALFORMED_MESSAGES, _C, "Main-queue messages that can never be processed; they go to the DLQ."),
+        MetricSpec(Metric.SLOTS_ACQUIRED, _C, "Semaphore slots taken by the router."),
+        MetricSpec(Metric.SLOTS_RELEASED, _C, "Semaphore slots given back (tracker, router, batch trigger)."),
+        MetricSpec(Metric.DUPLICATE_RELEASES, _C, "Releases that found no holder: a duplicate or late event, nothing changed."),
+        MetricSpec(Metric.UNSUPPORTED_FILES, _C, "Files skipped for their extension, recorded as unsupported."),
+        MetricSpec(Metric.EMPTY_FILES, _C, "Empty files, recorded as empty; not failures."),
+        MetricSpec(Metric.FILES_DETECTED, _C, "Files scanned for PII."),
+        MetricSpec(Metric.PII_ENTITIES_DETECTED, _C, "PII entities found (all types)."),
+        MetricSpec(Metric.FILES_REDACTED, _C, "Redacted copies written to the output bucket."),
+        MetricSpec(Metric.FILE_FAILURES, _C, "Files that failed detection or redaction, recorded with key and error."),
+        MetricSpec(Metric.SYNTHETIC_VALUES_GENERATED, _C, "Distinct synthetic replacements generated for a job."),
+        MetricSpec(Metric.JOBS_SUCCEEDED, _C, "Runs that ended COMPLETE."),
+        MetricSpec(Metric.JOBS_FAILED, _C, "Runs marked FAILED (execution failed, timed out, aborted, or reclaimed)."),
+        MetricSpec(Metric.JOB_DURATION, _S, "Seconds from a run's start to its terminal status."),
+        MetricSpec(Metric.QUEUE_WAIT, _S, "Seconds a run waited between QUEUED and its execution start."),
+        MetricSpec(Metric.BATCH_JOBS_SCHEDULED, _C, "Jobs the batch trigger queued (new, retried or reclaimed)."),
+        MetricSpec(Metric.STALE_JOBS_RECLAIMED, _C, "Active jobs with no progress past the stale window, reclaimed."),
+        MetricSpec(Metric.STALE_STATUS_WRITES, _C, "Status writes refused because they would move a job backwards."),
+    )
+}
+
+
+def spec(metric: Metric) -> MetricSpec:
+    return CATALOG[metric]
+
+
+def render_markdown() -> str:
+    """docs/METRICS.md, generated from the catalog (a test fails when the file drifts)."""
+    lines = [
+        "# Metrics",
+        "",
+        "<!-- Generated by `python -m pipeline.telemetry.catalog`; do not edit by hand. -->",
+        "",
+        f"Namespace `{NAMESPACE}`. Every metric carries the dimensions "
+        + ", ".join(f"`{d}`" for d in STANDARD_DIMENSIONS)
+        + "; a job id is a log property, never a dimension.",
+        "",
+        "| metric | unit | meaning |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{spec.name.value}` | {spec.unit.value} | {spec.description} |" for spec in CATALOG.values()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    target = Path(__file__).resolve().parents[2] / "docs" / "METRICS.md"
+    target.write_text(render_markdown(), encoding="utf-8")
+    print(f"wrote {target.name}")

@@ -1,0 +1,36 @@
+"""The structured JSON logger shared by every handler.
+
+Correlation keys (job_id, execution_name, file_key, message_id) are appended per record with
+`correlate(...)`; level comes from POWERTOOLS_LOG_LEVEL / LOG_LEVEL. Never log file contents,
+detected values or synthetic mappings: only keys, counts and types.
+"""
+
+from __future__ import annotations
+
+import os
+
+from aws_lambda_powertools import Logger
+
+CORRELATION_KEYS = ("job_id", "execution_name", "file_key", "message_id")
+
+logger = Logger(
+    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "pipeops"),
+    level=os.environ.get("POWERTOOLS_LOG_LEVEL") or os.environ.get("LOG_LEVEL") or "INFO",
+)
+
+
+def correlate(**keys: str | None) -> None:
+    """Set the correlation keys for what follows; a None value removes the key."""
+    unknown = set(keys) - set(CORRELATION_KEYS)
+    if unknown:
+        raise ValueError(f"not correlation keys: {sorted(unknown)}")
+    present = {k: v for k, v in keys.items() if v is not None}
+    absent = [k for k, v in keys.items() if v is None]
+    if absent:
+        logger.remove_keys(absent)
+    if present:
+        logger.append_keys(**present)
+
+
+def clear_correlation() -> None:
+    logger.remove_keys(list(CORRELATION_KEYS))

@@ -1,0 +1,744 @@
+"""The sandbox's Lambda runtime: real Python handlers running inside moto (DESIGN.md §4).
+
+Without Docker, moto cannot run handler code. Every route into a function -- the Invoke API
+(including the calls Step Functions' ASL interpreter makes for Lambda tasks), async invokes, S3 /
+SNS / DynamoDB / Kinesis / Logs deliveries and moto's own SQS event source mapping -- ends in
+`moto.awslambda.models.LambdaFunction.invoke`, which calls `LambdaFunction._invoke_lambda(event)`
+and expects `(payload: str, errored: bool, logs: str)`. That method is the seam: `LambdaRuntime`
+replaces it with a runner that imports the function's `Handler` and runs it. With
+`mock_aws(config={"lambda": {"use_docker": False}})` moto routes the API through
+`LambdaSimpleBackend.invoke` instead, which echoes the payload without touching the function; the
+runtime points that back at `LambdaBackend.invoke` so the same seam is reached. It also turns the
+`X-Amz-Function-Error` moto reports ("Handled") into "Unhandled", which is what the Python runtime
+reports for an exception escaping the handler or a timeout.
+
+One invocation:
+1. Resolve the handler (`pkg.module.func`) -- imported once, under a global lock, with the
+   function's environment applied; module state then persists like a warm container. Import
+   failures are reported as the AWS runtime does (`Runtime.ImportModuleError`,
+   `Runtime.HandlerNotFound`, `Runtime.UserCodeSyntaxError`, or the exception's class name).
+2. Run the handler on a fresh daemon worker thread with a realistic context object, stdout/stderr
+   of that thread routed to the invocation's capture (`sandbox.capture`).
+3. Wait at most `Timeout x TimeScale.factor` real seconds. On overrun the invocation fails with
+   `{"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out after N.NN seconds"}`, which
+   Step Functions' Retry/Catch see under the error name `Sandbox.Timedout`, as in AWS. Python cannot
+   kill a thread: the abandoned worker keeps running to completion in the background (daemon, so it
+   never blocks interpreter exit); its later output is dropped, never mixed into another capture.
+4. The result is JSON-serialised (`null` for None; `Runtime.MarshalError` if it cannot be); an
+   exception becomes `{"errorMessage", "errorType": <bare class name>, "requestId", "stackTrace"}`.
+5. START / captured lines / [ERROR] / END / REPORT go to CloudWatch Logs `/aws/lambda/<name>`
+   (stream `YYYY/MM/DD/[$LATEST]<hex>`, one per concurrently busy "execution environment"), and
+   every EMF line becomes CloudWatch metrics (`sandbox.emf`). Both through boto3 clients made once
+   per region with the runtime's endpoint, so this works in-process under `mock_aws` and inside a
+   `ThreadedMotoServer` process alike.
+
+Environment (the honest limitation): all handlers share one interpreter, and `os.environ` is
+global. The runtime applies a function's variables (its `Environment.Variables` plus
+AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_MEMORY_SIZE, AWS_LAMBDA_FUNCTION_VERSION,
+AWS_REGION, AWS_DEFAULT_REGION, AWS_LAMBDA_LOG_GROUP_NAME, AWS_LAMBDA_LOG_STREAM_NAME, _HANDLER,
+AWS_EXECUTION_ENV, and AWS_ENDPOINT_URL when the runtime has an endpoint) under one global lock,
+and imports handler modules under that same lock -- so **module-level reads of os.environ are
+always correct**. While several invocations run at once (a Step Functions Map runs items on
+threads) the process environment holds the variables of whichever invocation started last; a
+handler that reads os.environ *during* an invocation can then see another function's values.
+Handlers must therefore read configuration at import time and take the function name from the
+context. When no invocation is in flight, every variable the runtime touched is restored.
+Two functions sharing one handler module also share that module's state (one import), and a
+module something else imported first (a test, another handler) is not re-imported under the
+function's environment. Import time is not bounded by the Timeout (AWS has a separate init limit);
+in server mode a module that invokes another Lambda *at import* would wait on the import lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import decimal
+import importlib
+import json
+import logging
+import math
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox import emf
+from sandbox.capture import InvocationCapture, StdioRouting, capturing
+from sandbox.clock import TimeScale
+
+LOG = logging.getLogger("sandbox.runtime")
+
+TIMEOUT_ERROR_TYPE = "Sandbox.Timedout"
+LOG_TAIL_BYTES = 4096  # the Invoke API's LogResult carries the last 4 KB, as in AWS
+
+# Held while mutating os.environ and while importing handler modules (re-entrant: a handler's
+# module may itself invoke another function synchronously while it is being imported).
+_ENV_LOCK = threading.RLock()
+_INSTALL_LOCK = threading.Lock()
+_ACTIVE: LambdaRuntime | None = None
+_ORIGINALS: dict[str, Any] = {}
+
+
+# --------------------------------------------------------------------------- public value types
+
+
+@dataclass(frozen=True)
+class InvocationRecord:
+    """What one invocation did (for tests, the demo and the sandbox's own pollers)."""
+
+    function_name: str
+    request_id: str
+    duration_ms: float
+    errored: bool
+    error_type: str | None
+    log_lines: tuple[str, ...]
+    payload: str = ""
+    timed_out: bool = False
+    log_stream_name: str = ""
+    started_at: float = 0.0  # epoch seconds
+
+
+@dataclass(frozen=True)
+class InvokeResult:
+    """The answer of `LambdaRuntime.invoke_direct`."""
+
+    payload: Any  # the decoded JSON response (or error document)
+    errored: bool
+    error_type: str | None
+    request_id: str
+    raw: str = field(repr=False, default="")
+
+
+class LambdaContext:
+    """The context object the AWS Python runtime passes to a handler."""
+
+    def __init__(
+        self,
+        *,
+        function_name: str,
+        function_version: str,
+        invoked_function_arn: str,
+        memory_limit_in_mb: int,
+        aws_request_id: str,
+        log_group_name: str,
+        log_stream_name: str,
+        deadline_monotonic: float,
+        time_scale: TimeScale,
+    ) -> None:
+        self.function_name = function_name
+        self.function_version = function_version
+        self.invoked_function_arn = invoked_function_arn
+        self.memory_limit_in_mb = memory_limit_in_mb
+        self.aws_request_id = aws_request_id
+        self.log_group_name = log_group_name
+        self.log_stream_name = log_stream_name
+        self.identity = None
+        self.client_context = None
+        self.tenant_id = None
+        self._deadline = deadline_monotonic
+        self._time_scale = time_scale
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Virtual milliseconds left: starts at Timeout*1000 and reaches 0 at the real cut-off."""
+        real_left = max(0.0, self._deadline - time.monotonic())
+        return int(self._time_scale.to_virtual(real_left) * 1000)
+
+    def __repr__(self) -> str:
+        return f"LambdaContext(function_name={self.function_name!r}, aws_request_id={self.aws_request_id!r})"
+
+
+# --------------------------------------------------------------------------- environment
+
+
+class _EnvOverlay:
+    """Applies a function's variables to os.environ; restores them when nothing is in flight.
+
+    Every method must be called with `_ENV_LOCK` held.
+    """
+
+    def __init__(self) -> None:
+        self._baseline: dict[str, str | None] = {}
+        self._applied: set[str] = set()
+        self._in_flight = 0
+
+    def apply(self, env: dict[str, str]) -> None:
+        for key in self._applied - env.keys():
+            self._reset(key)
+        for key, value in env.items():
+            if key not in self._baseline:
+                self._baseline[key] = os.environ.get(key)
+            os.environ[key] = value
+        self._applied = set(env)
+
+    def enter(self, env: dict[str, str]) -> None:
+        self.apply(env)
+        self._in_flight += 1
+
+    def exit(self) -> None:
+        self._in_flight = max(0, self._in_flight - 1)
+        if self._in_flight == 0:
+            self.restore()
+
+    def restore(self) -> None:
+        for key in list(self._baseline):
+            self._reset(key)
+        self._baseline.clear()
+        self._applied.clear()
+
+    def _reset(self, key: str) -> None:
+        original = self._baseline.get(key)
+        if original is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = original
+
+
+# --------------------------------------------------------------------------- handler resolution
+
+
+class _InitError(Exception):
+    """A failure to load the handler, reported with the AWS runtime's error type."""
+
+    def __init__(self, error_type: str, message: str, stack: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+        self.stack = stack or []
+
+
+def _stack_of(exc: BaseException, skip: int = 0) -> list[str]:
+    frames = traceback.extract_tb(exc.__traceback__)[skip:]
+    return traceback.format_list(frames)
+
+
+def _import_handler(handler: str) -> Callable[..., Any]:
+    try:
+        modname, fname = handler.rsplit(".", 1)
+    except ValueError as exc:
+        raise _InitError("Runtime.MalformedHandlerName", f"Bad handler '{handler}': {exc}") from None
+    if modname.split(".")[0] in sys.builtin_module_names:
+        raise _InitError(
+            "Runtime.BuiltInModuleConflict",
+            f"Cannot use built-in module {modname} as a handler module",
+        )
+    try:
+        module = importlib.import_module(modname.replace("/", "."))
+    except ImportError as exc:
+        raise _InitError("Runtime.ImportModuleError", f"Unable to import module '{modname}': {exc}") from None
+    except SyntaxError as exc:
+        trace = [f'  File "{exc.filename}" Line {exc.lineno}\n    {exc.text}']
+        raise _InitError(
+            "Runtime.UserCodeSyntaxError", f"Syntax error in module '{modname}': {exc}", trace
+        ) from None
+    except Exception as exc:  # module-level code raised: AWS reports the class name
+        raise _InitError(type(exc).__name__, str(exc), _stack_of(exc, skip=1)) from None
+    func = getattr(module, fname, None)
+    if func is None or not callable(func):
+        raise _InitError("Runtime.HandlerNotFound", f"Handler '{fname}' missing on module '{modname}'")
+    return func
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, decimal.Decimal):
+        return int(obj) if obj == obj.to_integral_value() else float(obj)
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+@dataclass
+class _Outcome:
+    result: Any = None
+    exc: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class LambdaRuntime:
+    """Runs real Python handlers for moto's Lambda functions. Use as a context manager.
+
+    `region` / `endpoint_url`: where the runtime's own boto3 clients (CloudWatch Logs, CloudWatch)
+    write; `endpoint_url=None` means in-process `mock_aws`. `time_scale` shortens every function
+    Timeout. `extra_sys_path`: folders prepended to sys.path while installed (handler code roots).
+    """
+
+    def __init__(
+        self,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        time_scale: TimeScale | None = None,
+        extra_sys_path: Iterable[str | os.PathLike[str]] = (),
+        *,
+        publish_logs: bool = True,
+        publish_metrics: bool = True,
+    ) -> None:
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self.time_scale = time_scale or TimeScale(1.0)
+        self.extra_sys_path = tuple(os.fspath(p) for p in extra_sys_path)
+        self.publish_logs = publish_logs
+        self.publish_metrics = publish_metrics
+
+        self._installed = False
+        self._stdio = StdioRouting()
+        self._inserted_paths: list[str] = []
+        self._env = _EnvOverlay()
+        self._handlers: dict[str, Callable[..., Any]] = {}
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+        self._streams_lock = threading.Lock()
+        self._free_streams: dict[tuple[str, str, str], list[str]] = {}
+        self._created_streams: set[tuple[str, str, str]] = set()
+        self._created_groups: set[tuple[str, str]] = set()
+        self._records: list[InvocationRecord] = []
+        self._records_cond = threading.Condition()
+
+    # ---------------------------------------------------------------- install / uninstall
+
+    def install(self) -> LambdaRuntime:
+        global _ACTIVE
+        from moto.awslambda.models import LambdaBackend, LambdaFunction
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+
+        with _INSTALL_LOCK:
+            if self._installed:
+                return self
+            if _ACTIVE is not None:
+                raise RuntimeError("another LambdaRuntime is already installed in this process")
+            # The routing proxy must be in place before any handler module is imported.
+            self._stdio.install()
+            for path in reversed(self.extra_sys_path):
+                if path not in sys.path:
+                    sys.path.insert(0, path)
+                    self._inserted_paths.append(path)
+            importlib.invalidate_caches()
+            _ORIGINALS["LambdaFunction._invoke_lambda"] = LambdaFunction.__dict__["_invoke_lambda"]
+            _ORIGINALS["LambdaFunction.invoke"] = LambdaFunction.__dict__["invoke"]
+            _ORIGINALS["LambdaSimpleBackend.invoke"] = LambdaSimpleBackend.__dict__.get("invoke")
+            # Active before patched, unpatched before inactive: a patched hook always finds a runtime.
+            _ACTIVE = self
+            LambdaFunction._invoke_lambda = _patched_invoke_lambda  # type: ignore[method-assign]
+            LambdaFunction.invoke = _patched_function_invoke  # type: ignore[method-assign]
+            LambdaSimpleBackend.invoke = LambdaBackend.invoke  # type: ignore[method-assign]
+            self._installed = True
+        return self
+
+    def uninstall(self) -> None:
+        global _ACTIVE
+        from moto.awslambda.models import LambdaFunction
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+
+        with _INSTALL_LOCK:
+            if not self._installed:
+                return
+            LambdaFunction._invoke_lambda = _ORIGINALS.pop("LambdaFunction._invoke_lambda")  # type: ignore[method-assign]
+            LambdaFunction.invoke = _ORIGINALS.pop("LambdaFunction.invoke")  # type: ignore[method-assign]
+            simple = _ORIGINALS.pop("LambdaSimpleBackend.invoke")
+            if simple is not None:
+                LambdaSimpleBackend.invoke = simple  # type: ignore[method-assign]
+            for path in self._inserted_paths:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(path)
+            self._inserted_paths.clear()
+            self._stdio.remove()
+            with _ENV_LOCK:
+                self._env.restore()
+            _ACTIVE = None
+            self._installed = False
+
+    def __enter__(self) -> LambdaRuntime:
+        return self.install()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.uninstall()
+
+    @property
+    def installed(self) -> bool:
+        return self._installed
+
+    # ---------------------------------------------------------------- records
+
+    @property
+    def invocations(self) -> list[InvocationRecord]:
+        """A snapshot of every invocation so far, in completion order."""
+        with self._records_cond:
+            return list(self._records)
+
+    def clear_invocations(self) -> None:
+        with self._records_cond:
+            self._records.clear()
+
+    def wait_for_invocations(self, count: int, timeout: float = 10.0) -> list[InvocationRecord]:
+        """Block until at least `count` invocations have completed (or `timeout` passes)."""
+        with self._records_cond:
+            self._records_cond.wait_for(lambda: len(self._records) >= count, timeout=timeout)
+            return list(self._records)
+
+    # ---------------------------------------------------------------- invoking
+
+    def invoke_direct(
+        self,
+        function_name: str,
+        event: Any = None,
+        *,
+        qualifier: str | None = None,
+        region: str | None = None,
+        account_id: str | None = None,
+    ) -> InvokeResult:
+        """Invoke a function synchronously through the same runner the patched hook uses.
+
+        For the sandbox's own pollers (SQS event sources, schedules). `function_name` may be a
+        name or an ARN (whose region/account then win). `event` is a JSON-compatible object.
+        """
+        from moto.awslambda.utils import get_backend
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        if function_name.startswith("arn:"):
+            parts = function_name.split(":")
+            region = region or parts[3]
+            account_id = account_id or parts[4]
+        backend = get_backend(account_id or DEFAULT_ACCOUNT_ID, region or self.region)
+        fn = backend.get_function(function_name, qualifier)
+        raw, errored, _logs, record = self._invoke(fn, {} if event is None else event)
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = raw
+        return InvokeResult(payload, errored, record.error_type, record.request_id, raw)
+
+    def run_moto_function(self, fn: Any, event: Any = None) -> tuple[str, bool, str]:
+        """The replacement for `LambdaFunction._invoke_lambda`: (payload, errored, log tail)."""
+        if event is None or event == "{}":  # moto passes the string "{}" for an empty body
+            event = {}
+        raw, errored, logs, _record = self._invoke(fn, event)
+        return raw, errored, logs
+
+    def _invoke(self, fn: Any, event: Any) -> tuple[str, bool, str, InvocationRecord]:
+        function_name: str = fn.function_name
+        region: str = getattr(fn, "region", None) or self.region
+        version: str = str(getattr(fn, "version", None) or "$LATEST")
+        group = f"/aws/lambda/{function_name}"
+        request_id = str(uuid.uuid4())
+        timeout_s = float(fn.timeout or 3)
+        real_timeout = self.time_scale.scale(timeout_s)
+        memory = int(fn.memory_size or 128)
+        stream = self._acquire_stream(region, group, version)
+        capture = InvocationCapture()
+        started_at = time.time()
+        start_ms = int(started_at * 1000)
+
+        env = self._function_env(fn, region, group, stream)
+        self._stdio.install()  # re-assert the routing proxy if someone swapped sys.stdout since
+        outcome = _Outcome()
+        init_ms: float | None = None
+        init_error: _InitError | None = None
+        timed_out = False
+        handler: Callable[..., Any] | None = None
+
+        with _ENV_LOCK:
+            # Environment applied and module imported under one lock hold: module-level reads of
+            # os.environ see exactly this function's variables.
+            self._env.enter(env)
+            handler = self._handlers.get(fn.handler)
+            if handler is None:
+                init_started = time.perf_counter()
+                try:
+                    with capturing(capture):
+                        handler = _import_handler(str(fn.handler))
+                    self._handlers[fn.handler] = handler
+                except _InitError as exc:
+                    init_error = exc
+                except BaseException as exc:  # e.g. SystemExit at import
+                    init_error = _InitError(type(exc).__name__, str(exc), _stack_of(exc))
+                init_ms = (time.perf_counter() - init_started) * 1000
+        try:
+            run_started = time.perf_counter()
+            if handler is not None:
+                context = LambdaContext(
+                    function_name=function_name,
+                    function_version=version,
+                    invoked_function_arn=str(fn.function_arn),
+                    memory_limit_in_mb=memory,
+                    aws_request_id=request_id,
+                    log_group_name=group,
+                    log_stream_name=stream,
+                    deadline_monotonic=time.monotonic() + real_timeout,
+                    time_scale=self.time_scale,
+                )
+                worker = threading.Thread(
+                    target=_run_handler,
+                    args=(handler, event, context, capture, outcome),
+                    name=f"lambda:{function_name}:{request_id[:8]}",
+                    daemon=True,
+                )
+                worker.start()
+                timed_out = not outcome.done.wait(real_timeout)
+            duration_ms = (time.perf_counter() - run_started) * 1000
+        finally:
+            with _ENV_LOCK:
+                self._env.exit()
+
+        end_ms = int(time.time() * 1000)
+        lines = capture.close()  # an abandoned worker's later output is dropped from here on
+        error_type: str | None = None
+        error_lines: list[str] = []
+        if init_error is not None:
+            error_type = init_error.error_type
+            doc = {
+                "errorMessage": init_error.message,
+                "errorType": error_type,
+                "requestId": request_id,
+                "stackTrace": init_error.stack,
+            }
+            raw = json.dumps(doc)
+            error_lines.append(f"[ERROR] {error_type}: {init_error.message}")
+        elif timed_out:
+            error_type = TIMEOUT_ERROR_TYPE
+            message = f"Task timed out after {timeout_s:.2f} seconds"
+            raw = json.dumps({"errorMessage": message, "errorType": error_type})
+            stamp = dt.datetime.fromtimestamp(end_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+            error_lines.append(f"{stamp}Z {request_id} {message}")
+        elif outcome.exc is not None:
+            raw, error_type, error_line = _error_document(outcome.exc, request_id)
+            error_lines.append(error_line)
+        else:
+            try:
+                raw = json.dumps(outcome.result, default=_json_default)
+            except (TypeError, ValueError) as exc:
+                error_type = "Runtime.MarshalError"
+                message = f"Unable to marshal response: {exc}"
+                raw = json.dumps({"errorMessage": message, "errorType": error_type, "requestId": ""})
+                error_lines.append(f"[ERROR] {error_type}: {message}")
+        errored = error_type is not None
+
+        report = (
+            f"REPORT RequestId: {request_id}\tDuration: {duration_ms:.2f} ms\t"
+            f"Billed Duration: {max(1, math.ceil(duration_ms))} ms\tMemory Size: {memory} MB\t"
+            f"Max Memory Used: {_max_memory_mb(memory)} MB\t"
+        )
+        if init_ms is not None:
+            report += f"Init Duration: {init_ms:.2f} ms\t"
+        if timed_out:
+            report += "Status: timeout"
+        events = [(start_ms, f"START RequestId: {request_id} Version: {version}")]
+        events += lines
+        events += [(end_ms, line) for line in error_lines]
+        events += [(end_ms, f"END RequestId: {request_id}"), (end_ms, report)]
+        events = _monotonic(events)
+        log_lines = tuple(line for _ts, line in events)
+
+        if self.publish_logs:
+            self._write_logs(region, group, stream, events)
+        if self.publish_metrics:
+            self._publish_emf(region, lines)
+        self._release_stream(region, group, version, stream)
+
+        record = InvocationRecord(
+            function_name=function_name,
+            request_id=request_id,
+            duration_ms=duration_ms,
+            errored=errored,
+            error_type=error_type,
+            log_lines=log_lines,
+            payload=raw,
+            timed_out=timed_out,
+            log_stream_name=stream,
+            started_at=started_at,
+        )
+        with self._records_cond:
+            self._records.append(record)
+            self._records_cond.notify_all()
+        tail = "\n".join(log_lines).encode("utf-8")[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+        return raw, errored, tail, record
+
+    # ---------------------------------------------------------------- helpers
+
+    def _function_env(self, fn: Any, region: str, group: str, stream: str) -> dict[str, str]:
+        env = {str(k): str(v) for k, v in (getattr(fn, "environment_vars", None) or {}).items()}
+        if self.endpoint_url and "AWS_ENDPOINT_URL" not in env:
+            env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        env.update(
+            {
+                "AWS_LAMBDA_FUNCTION_NAME": str(fn.function_name),
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_size or 128),
+                "AWS_LAMBDA_FUNCTION_VERSION": str(getattr(fn, "version", None) or "$LATEST"),
+                "AWS_LAMBDA_LOG_GROUP_NAME": group,
+                "AWS_LAMBDA_LOG_STREAM_NAME": stream,
+                "AWS_REGION": region,
+                "AWS_DEFAULT_REGION": region,
+                "AWS_EXECUTION_ENV": f"AWS_Lambda_{getattr(fn, 'run_time', None) or 'python3.11'}",
+                "_HANDLER": str(fn.handler),
+            }
+        )
+        return env
+
+    def _client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        with self._clients_lock:
+            client = self._clients.get(key)
+            if client is None:
+                import boto3
+                from botocore.config import Config
+
+                kwargs: dict[str, Any] = {
+                    "region_name": region,
+                    # endpoint_url=None means in-process mock_aws: never follow an AWS_ENDPOINT_URL
+                    # that a function's environment may have put in os.environ meanwhile.
+                    "config": Config(
+                        retries={"max_attempts": 2, "mode": "standard"},
+                        ignore_configured_endpoint_urls=self.endpoint_url is None,
+                    ),
+                }
+                if self.endpoint_url:
+                    kwargs["endpoint_url"] = self.endpoint_url
+                    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+                        kwargs["aws_access_key_id"] = "testing"
+                        kwargs["aws_secret_access_key"] = "testing"  # sandbox only
+                client = boto3.client(service, **kwargs)
+                self._clients[key] = client
+            return client
+
+    def _acquire_stream(self, region: str, group: str, version: str) -> str:
+        """A log stream per busy "execution environment": reused when free, new when all are busy."""
+        key = (region, group, version)
+        with self._streams_lock:
+            free = self._free_streams.setdefault(key, [])
+            if free:
+                return free.pop()
+        today = dt.datetime.now(tz=dt.UTC)
+        return f"{today:%Y/%m/%d}/[{version}]{uuid.uuid4().hex}"
+
+    def _release_stream(self, region: str, group: str, version: str, stream: str) -> None:
+        with self._streams_lock:
+            self._free_streams.setdefault((region, group, version), []).append(stream)
+
+    def _ensure_stream(self, logs: Any, region: str, group: str, stream: str) -> None:
+        if (region, group) not in self._created_groups:
+            with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+                logs.create_log_group(logGroupName=group)
+            self._created_groups.add((region, group))
+        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+            logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        self._created_streams.add((region, group, stream))
+
+    def _write_logs(self, region: str, group: str, stream: str, events: list[tuple[int, str]]) -> None:
+        try:
+            logs = self._client("logs", region)
+            log_events = [{"timestamp": ts, "message": msg} for ts, msg in events]
+            for attempt in range(2):
+                if (region, group, stream) not in self._created_streams:
+                    self._ensure_stream(logs, region, group, stream)
+                try:
+                    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=log_events)
+                    return
+                except logs.exceptions.ResourceNotFoundException:
+                    # the group/stream vanished (e.g. a moto reset): recreate once
+                    self._created_streams.discard((region, group, stream))
+                    self._created_groups.discard((region, group))
+                    if attempt:
+                        raise
+        except Exception:
+            LOG.warning("could not write Lambda logs to %s/%s", group, stream, exc_info=True)
+
+    def _publish_emf(self, region: str, lines: list[tuple[int, str]]) -> None:
+        datums: list[emf.EmfDatum] = []
+        for ts, line in lines:
+            doc = emf.parse_emf(line)
+            if doc is not None:
+                datums.extend(emf.extract_datums(doc, dt.datetime.fromtimestamp(ts / 1000, tz=dt.UTC)))
+        if not datums:
+            return
+        try:
+            emf.publish(self._client("cloudwatch", region), datums)
+        except Exception:
+            LOG.warning("could not publish EMF metrics", exc_info=True)
+
+
+# --------------------------------------------------------------------------- worker and patches
+
+
+def _run_handler(
+    handler: Callable[..., Any],
+    event: Any,
+    context: LambdaContext,
+    capture: InvocationCapture,
+    outcome: _Outcome,
+) -> None:
+    with capturing(capture):
+        try:
+            outcome.result = handler(event, context)
+        except BaseException as exc:  # everything a handler raises is reported
+            outcome.exc = exc
+        finally:
+            outcome.done.set()
+
+
+def _error_document(exc: BaseException, request_id: str) -> tuple[str, str, str]:
+    """(payload, errorType, [ERROR] log line) for an exception that escaped the handler."""
+    if isinstance(exc, SystemExit):
+        error_type = "Runtime.ExitError"
+        message = f"RequestId: {request_id} Error: Runtime exited with error: exit status {exc.code}"
+        return json.dumps({"errorType": error_type, "errorMessage": message}), error_type, message
+    error_type = type(exc).__name__
+    message = str(exc)
+    stack = _stack_of(exc, skip=1)  # drop the runner's own frame
+    doc = {"errorMessage": message, "errorType": error_type, "requestId": request_id, "stackTrace": stack}
+    line = f"[ERROR] {error_type}: {message}\nTraceback (most recent call last):\n" + "".join(stack).rstrip(
+        "\n"
+    )
+    return json.dumps(doc, default=str), error_type, line
+
+
+def _monotonic(events: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    last = 0
+    for ts, line in events:
+        last = max(last, ts)
+        out.append((last, line))
+    return out
+
+
+def _max_memory_mb(limit: int) -> int:
+    used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # Linux: KiB
+    return int(min(limit, max(1, used)))
+
+
+def _patched_invoke_lambda(fn: Any, event: Any = None) -> tuple[str, bool, str]:
+    runtime = _ACTIVE
+    if runtime is None:  # uninstalled while a caller was on its way in: behave like moto
+        from moto.awslambda.models import LambdaFunction
+
+        original = LambdaFunction.__dict__["_invoke_lambda"]
+        if original is _patched_invoke_lambda:
+            raise RuntimeError("sandbox Lambda hook called with no runtime installed")
+        return original(fn, event)
+    return runtime.run_moto_function(fn, event)
+
+
+def _original_function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
+    from moto.awslambda.models import LambdaFunction
+
+    original = _ORIGINALS.get("LambdaFunction.invoke") or LambdaFunction.__dict__["invoke"]
+    if original is _patched_function_invoke:
+        raise RuntimeError("sandbox Lambda hook called with no runtime installed")
+    return original(fn, body, request_headers, response_headers)
+
+
+def _patched_function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
+    result = _original_function_invoke(fn, body, request_headers, response_headers)
+    if response_headers.get("x-amz-function-error") == "Handled":
+        # The Python runtime reports an exception escaping the handler (and a timeout) as Unhandled.
+        response_headers["x-amz-function-error"] = "Unhandled"
+    return result
+
+
+def active_runtime() -> LambdaRuntime | None:
+    """The runtime installed in this process, if any."""
+    return _ACTIVE

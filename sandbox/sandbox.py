@@ -1,0 +1,219 @@
+"""The embedded sandbox: moto as the AWS, template.yaml deployed into it, the real handlers running.
+
+One object wires the parts that each add one missing behaviour of AWS (DESIGN.md §4):
+
+    moto (in-process `mock_aws`, or a `ThreadedMotoServer` on loopback)
+      + sandbox.deploy   template.yaml → SAM transform → moto CloudFormation, corrected in one place
+      + LambdaRuntime    real Python handlers behind every Lambda route, timeouts, logs, EMF metrics
+      + SqsEventSourcePoller   SQS event-source mappings with batches and partial batch failures
+      + EventBus         EventBridge Lambda targets, S3 "Object Created", execution status changes,
+                         schedules, retries and dead letters
+
+`Sandbox` is used by the tests (in-process), by `pipeops demo` (in-process) and by
+`pipeops sandbox up` (served on 127.0.0.1, so other processes can point boto3 at it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from sandbox.clock import TimeScale
+from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
+from sandbox.eventbus import EventBus
+from sandbox.runtime import LambdaRuntime
+from sandbox.sqs_poller import SqsEventSourcePoller
+from sandbox.template import PROJECT_ROOT
+
+LOG = logging.getLogger("sandbox")
+REGION = "us-east-1"
+EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
+# Tests and the demo run 20x faster than real time: a 60 s Lambda timeout cuts off after 3 s.
+DEFAULT_TIME_SCALE = TimeScale(0.05)
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "sandbox",
+    "AWS_SECRET_ACCESS_KEY": "sandbox",
+    "AWS_SESSION_TOKEN": "sandbox",
+}
+_NOISY_LOGGERS = ("moto.stepfunctions.parser", "werkzeug", "moto")
+
+
+@dataclass
+class Sandbox:
+    """The whole embedded AWS. Use as a context manager; `serve=True` serves it on loopback."""
+
+    stack_name: str = DEFAULT_STACK_NAME
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    region: str = REGION
+    time_scale: TimeScale = DEFAULT_TIME_SCALE
+    serve: bool = False
+    port: int = 0
+    manage_mock: bool = True  # False when the caller already runs `mock_aws` (pytest fixtures)
+
+    deployment: Deployment | None = field(default=None, init=False)
+    runtime: LambdaRuntime | None = field(default=None, init=False)
+    poller: SqsEventSourcePoller | None = field(default=None, init=False)
+    bus: EventBus | None = field(default=None, init=False)
+    endpoint_url: str | None = field(default=None, init=False)
+    _mock: Any = field(default=None, init=False, repr=False)
+    _server: Any = field(default=None, init=False, repr=False)
+    _saved_env: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Sandbox:
+        for name in _NOISY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.ERROR)
+        self._set_env({"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region})
+        for name, value in FAKE_CREDENTIALS.items():
+            if self.serve or not os.environ.get(name):
+                self._set_env({name: value})
+        try:
+            self._start_aws()
+            self.runtime = LambdaRuntime(
+                region=self.region,
+                endpoint_url=self.endpoint_url,
+                time_scale=self.time_scale,
+                extra_sys_path=[PROJECT_ROOT],
+            ).install()
+            self.deployment = deploy(
+                self.stack_name,
+                parameters=dict(self.parameters),
+                region=self.region,
+                endpoint_url=self.endpoint_url,
+                time_scale=self.time_scale,
+            )
+            self.poller = SqsEventSourcePoller(
+                self.runtime, region=self.region, endpoint_url=self.endpoint_url, poll_wait_seconds=0
+            ).start()
+            self.bus = EventBus(self.runtime, region=self.region, endpoint_url=self.endpoint_url).start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_aws(self) -> None:
+        if self.serve:
+            from moto.server import ThreadedMotoServer
+
+            self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+            self._server.start()
+            host, port = self._server.get_host_and_port()
+            self.endpoint_url = f"http://{host}:{port}"
+            # Step Functions tasks call Lambda back over HTTP; handlers reach the server too.
+            self._set_env({"MOTO_PORT": str(port), "AWS_ENDPOINT_URL": self.endpoint_url})
+            request = urllib.request.Request(
+                f"{self.endpoint_url}/moto-api/config", data=json.dumps(EXECUTING).encode(), method="POST"
+            )
+            urllib.request.urlopen(request, timeout=10).close()
+        elif self.manage_mock:
+            from moto import mock_aws
+
+            self._mock = mock_aws(config=EXECUTING)
+            self._mock.start()
+
+    def stop(self) -> None:
+        """Stop delivering, let running executions end, then take everything down."""
+        for part in (self.bus, self.poller):
+            if part is not None:
+                try:
+                    part.stop()
+                except Exception:  # keep tearing down
+                    LOG.warning("sandbox part did not stop cleanly", exc_info=True)
+        if self.deployment is not None:
+            try:
+                self._abort_running_executions()
+            except Exception:
+                LOG.warning("could not stop running executions", exc_info=True)
+        if self.runtime is not None and self.runtime.installed:
+            self.runtime.uninstall()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
+        self.bus = self.poller = None
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _set_env(self, values: Mapping[str, str]) -> None:
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+
+    def _abort_running_executions(self, timeout: float = 10.0) -> None:
+        """moto runs executions on threads that outlive the mock: end them before leaving."""
+        sfn = self.client("stepfunctions")
+        arn = self.outputs["StateMachineArn"]
+        for execution in self._running(sfn, arn):
+            sfn.stop_execution(executionArn=execution["executionArn"])
+        deadline = time.monotonic() + timeout
+        while self._running(sfn, arn) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    @staticmethod
+    def _running(sfn: Any, arn: str) -> list[dict[str, Any]]:
+        pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=arn, statusFilter="RUNNING")
+        return [e for page in pages for e in page["executions"]]
+
+    # -- use ----------------------------------------------------------------------------------
+
+    @property
+    def outputs(self) -> Mapping[str, str]:
+        if self.deployment is None:
+            raise RuntimeError("the sandbox is not started")
+        return self.deployment.outputs
+
+    def client(self, service: str) -> Any:
+        with self._clients_lock:
+            if service not in self._clients:
+                self._clients[service] = boto3.session.Session().client(
+                    service, region_name=self.region, endpoint_url=self.endpoint_url
+                )
+            return self._clients[service]
+
+    def wait_until_idle(self, timeout: float = 120.0) -> bool:
+        """True once nothing is queued, delivered, retried or running anywhere in the sandbox."""
+        assert self.poller is not None and self.bus is not None
+        deadline = time.monotonic() + timeout
+        sfn = self.client("stepfunctions")
+        while time.monotonic() < deadline:
+            remaining = max(0.1, deadline - time.monotonic())
+            quiet = (
+                self.poller.wait_until_idle(timeout=min(remaining, 5))
+                and self.bus.wait_until_idle(timeout=min(remaining, 5))
+                and not self._running(sfn, self.outputs["StateMachineArn"])
+            )
+            if quiet and self.poller.idle() and self.bus.wait_until_idle(timeout=0.5):
+                return True
+            time.sleep(0.05)
+        return False
+
+
+@contextmanager
+def running_sandbox(**settings: Any) -> Iterator[Sandbox]:
+    with Sandbox(**settings) as sandbox:
+        yield sandbox

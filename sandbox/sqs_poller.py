@@ -1,0 +1,855 @@
+"""SQS event source mappings that behave like AWS's (DESIGN.md §4).
+
+moto registers `AWS::Lambda::EventSourceMapping` for SQS but delivers unrealistically: inside
+`send_message`, one message per invoke, ignoring `batchItemFailures`, re-queueing the whole batch on
+any failure, never retrying in the background. The sandbox keeps the mapping registered in moto
+(`list_event_source_mappings` shows it, `update_event_source_mapping` changes it) and delivers with
+its own poller instead.
+
+**The seam neutralised (moto 5.2.5).** moto's native delivery lives in exactly one place:
+`moto.sqs.models.Queue.add_message`, which -- after appending the message -- loops over
+`self.lambda_event_source_mappings` (filled by `LambdaBackend.create_event_source_mapping`) and,
+for each enabled mapping, receives, calls `LambdaBackend.send_sqs_batch` and deletes or re-queues.
+Every producer goes through `add_message`: `send_message`, `send_message_batch`, SNS/S3/EventBridge
+deliveries, and the DLQ redrive inside `receive_message`. `native_sqs_event_sources_disabled()`
+replaces `Queue.add_message` with a wrapper that runs moto's own method on a thin view of the queue
+whose `lambda_event_source_mappings` is empty, so moto's dedup/append/notify logic is untouched and
+only the invocation loop is skipped. It is reference-counted and restores the original on exit.
+(The queue's real dict is left alone: the mapping stays registered.)
+
+**The poller.** `SqsEventSourcePoller` discovers the SQS mappings (`list_event_source_mappings`,
+paginated; a mapping polls only while its `State` is Enabled/Enabling/Updating) and runs one daemon
+worker thread per mapping. A worker:
+
+1. long-polls the queue (`WaitTimeSeconds` = 1 s, so stop is prompt; `poll_wait_seconds=0`
+   short-polls) for up to min(BatchSize, 10) messages with all system and message attributes;
+2. once it holds at least one message, gathers more until BatchSize or
+   `MaximumBatchingWindowInSeconds` (scaled by the `TimeScale`) is reached -- with a window of 0 it
+   takes only what is available at once;
+3. builds the Lambda SQS event (`build_sqs_event`) and calls `runtime.invoke_direct(FunctionArn, ...)`;
+4. deletes: everything on success; with `FunctionResponseTypes: [ReportBatchItemFailures]` everything
+   except the listed `itemIdentifier`s -- an unknown/empty/missing identifier or a malformed response
+   fails the whole batch, as in AWS (`parse_batch_item_failures`); nothing on a function error.
+
+Messages not deleted become visible again after the queue's visibility timeout, and moto moves
+them to the DLQ on the receive after `maxReceiveCount` -- both are moto's own SQS behaviour.
+*Time compression*: when the time scale is below 1 a failed message's visibility is shortened with
+`change_message_visibility` to the scaled visibility timeout (rounded to whole seconds, the API's
+unit; it can be 0). The order of events is unchanged -- failure, invisibility, redelivery, DLQ --
+only the wait is shorter, exactly as a scaled Lambda timeout is.
+
+Empty receives and errors back off (the SQS API raising, the function missing); a worker logs and
+continues, it never dies silently. `stats` counts per mapping.
+
+**Quiescence.** `idle()` is true when no worker holds a batch *and* every polled queue reports 0
+visible, 0 in-flight and 0 delayed messages. To be a consistent snapshot, it reads an activity
+counter (bumped whenever a worker starts or finishes a batch) before and after reading the queues
+and answers true only if the counter did not move and no batch was in flight at either end. A
+message waiting for its visibility timeout to retry counts as in flight (not idle); one that has
+exhausted its receives is moved to the DLQ by the worker's next receive, after which the queue is
+empty. The DLQs themselves are not polled (unless a mapping points at them) and may hold messages
+when idle. `wait_until_idle(timeout)` polls `idle()`.
+
+Limitations, by design: one worker per mapping processes batches one after another (AWS scales
+out to many concurrent batches); `FilterCriteria` is not applied (a warning is logged); the 6 MB
+payload limit is not enforced.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from sandbox.clock import TimeScale
+
+if TYPE_CHECKING:
+    from sandbox.runtime import LambdaRuntime
+
+LOG = logging.getLogger("sandbox.sqs_poller")
+
+ACTIVE_STATES = frozenset({"Enabled", "Enabling", "Updating"})
+MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages upper bound
+POLL_WAIT_SECONDS = 1  # long-poll length: how long stop() may wait for a receive to return
+SHORT_POLL_MAX_PAUSE = 0.2  # poll_wait_seconds=0: the longest pause between empty short polls
+_SHORT_PAUSE = 0.05  # between short polls while a batching window is open
+_REAL_TIME = TimeScale(1.0)
+
+
+# --------------------------------------------------------------------------- moto's native path
+
+
+class _QueueWithoutEventSourceMappings:
+    """A view of a moto Queue whose `lambda_event_source_mappings` is empty; all else is the queue."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: Any) -> None:
+        object.__setattr__(self, "_queue", queue)
+
+    @property
+    def lambda_event_source_mappings(self) -> dict[str, Any]:
+        return {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._queue, name, value)
+
+
+_NATIVE_LOCK = threading.Lock()
+_NATIVE_DEPTH = 0
+_NATIVE_ORIGINAL: Any = None
+
+
+def _add_message_without_lambda(queue: Any, message: Any) -> None:
+    original = _NATIVE_ORIGINAL
+    if original is None:  # uninstalled while a caller was on its way in
+        from moto.sqs.models import Queue
+
+        original = Queue.__dict__["add_message"]
+        if original is _add_message_without_lambda:
+            raise RuntimeError("sandbox SQS hook called with no original add_message")
+        original(queue, message)
+        return
+    original(_QueueWithoutEventSourceMappings(queue), message)
+
+
+def disable_native_sqs_event_sources() -> None:
+    """Stop moto from invoking Lambda inside `Queue.add_message` (reference-counted)."""
+    global _NATIVE_DEPTH, _NATIVE_ORIGINAL
+    from moto.sqs.models import Queue
+
+    with _NATIVE_LOCK:
+        if _NATIVE_DEPTH == 0:
+            _NATIVE_ORIGINAL = Queue.__dict__["add_message"]
+            Queue.add_message = _add_message_without_lambda  # type: ignore[method-assign]
+        _NATIVE_DEPTH += 1
+
+
+def restore_native_sqs_event_sources() -> None:
+    """Undo one `disable_native_sqs_event_sources()`; the last one puts moto's method back."""
+    global _NATIVE_DEPTH, _NATIVE_ORIGINAL
+    from moto.sqs.models import Queue
+
+    with _NATIVE_LOCK:
+        if _NATIVE_DEPTH == 0:
+            return
+        _NATIVE_DEPTH -= 1
+        if _NATIVE_DEPTH == 0:
+            Queue.add_message = _NATIVE_ORIGINAL  # type: ignore[method-assign]
+            _NATIVE_ORIGINAL = None
+
+
+def native_sqs_event_sources_disabled_now() -> bool:
+    with _NATIVE_LOCK:
+        return _NATIVE_DEPTH > 0
+
+
+@contextlib.contextmanager
+def native_sqs_event_sources_disabled() -> Iterator[None]:
+    """While active, only the sandbox's poller delivers SQS messages to Lambda functions."""
+    disable_native_sqs_event_sources()
+    try:
+        yield
+    finally:
+        restore_native_sqs_event_sources()
+
+
+# --------------------------------------------------------------------------- mappings and stats
+
+
+@dataclass(frozen=True)
+class SqsMapping:
+    """The parts of an SQS event source mapping the poller acts on."""
+
+    uuid: str
+    function_arn: str
+    queue_arn: str
+    batch_size: int = 10
+    batching_window: float = 0.0  # virtual seconds
+    report_batch_item_failures: bool = False
+    state: str = "Enabled"
+    has_filter_criteria: bool = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> SqsMapping:
+        state = config.get("State")
+        if not state:
+            state = "Enabled" if config.get("Enabled", True) else "Disabled"
+        return cls(
+            uuid=str(config["UUID"]),
+            function_arn=str(config["FunctionArn"]),
+            queue_arn=str(config["EventSourceArn"]),
+            batch_size=max(1, int(config.get("BatchSize") or 10)),
+            batching_window=float(config.get("MaximumBatchingWindowInSeconds") or 0),
+            report_batch_item_failures="ReportBatchItemFailures"
+            in (config.get("FunctionResponseTypes") or ()),
+            state=str(state),
+            has_filter_criteria=bool((config.get("FilterCriteria") or {}).get("Filters")),
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def queue_region(self) -> str:
+        return self.queue_arn.split(":")[3]
+
+    @property
+    def queue_account(self) -> str:
+        return self.queue_arn.split(":")[4]
+
+    @property
+    def queue_name(self) -> str:
+        return self.queue_arn.split(":")[5]
+
+
+def is_sqs_arn(arn: str) -> bool:
+    parts = arn.split(":")
+    return len(parts) >= 6 and parts[2] == "sqs"
+
+
+@dataclass(frozen=True)
+class MappingStats:
+    """Counters for one mapping (or the sum over all)."""
+
+    batches: int = 0  # invocations made (or attempted)
+    messages_delivered: int = 0  # records handed to the function, redeliveries included
+    messages_deleted: int = 0
+    messages_failed: int = 0  # records left on the queue after an invocation
+    function_errors: int = 0  # invocations that errored or could not be made
+    sqs_errors: int = 0  # SQS / Lambda API calls that raised
+    empty_receives: int = 0
+    visibility_compressed: int = 0  # failed messages whose visibility was shortened (time scale)
+
+
+_COUNTERS = tuple(f.name for f in fields(MappingStats))
+
+
+class PollerStats:
+    """Thread-safe per-mapping counters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = {}
+        self._last_error: dict[str, str] = {}
+
+    def add(self, uuid: str, **deltas: int) -> None:
+        with self._lock:
+            counts = self._counts.setdefault(uuid, dict.fromkeys(_COUNTERS, 0))
+            for name, delta in deltas.items():
+                counts[name] += delta
+
+    def error(self, uuid: str, message: str) -> None:
+        with self._lock:
+            self._last_error[uuid] = message
+
+    def for_mapping(self, uuid: str) -> MappingStats:
+        with self._lock:
+            return MappingStats(**self._counts.get(uuid, {}))
+
+    def last_error(self, uuid: str) -> str | None:
+        with self._lock:
+            return self._last_error.get(uuid)
+
+    def snapshot(self) -> dict[str, MappingStats]:
+        with self._lock:
+            return {uuid: MappingStats(**counts) for uuid, counts in self._counts.items()}
+
+    def total(self) -> MappingStats:
+        with self._lock:
+            sums = dict.fromkeys(_COUNTERS, 0)
+            for counts in self._counts.values():
+                for name, value in counts.items():
+                    sums[name] += value
+            return MappingStats(**sums)
+
+
+# --------------------------------------------------------------------------- event and response
+
+
+def _b64(raw: Any) -> str:
+    """Binary attribute values are base64 text in the Lambda event (boto3 hands us bytes)."""
+    return base64.b64encode(raw if isinstance(raw, bytes) else str(raw).encode()).decode()
+
+
+def _lambda_message_attributes(attributes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """SQS API `MessageAttributes` -> the Lambda event's lowercase shape."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, attr in attributes.items():
+        value: dict[str, Any] = {}
+        if "StringValue" in attr:
+            value["stringValue"] = attr["StringValue"]
+        if "BinaryValue" in attr:
+            value["binaryValue"] = _b64(attr["BinaryValue"])
+        value["stringListValues"] = list(attr.get("StringListValues") or [])
+        value["binaryListValues"] = [_b64(v) for v in attr.get("BinaryListValues") or []]
+        value["dataType"] = attr.get("DataType", "String")
+        out[name] = value
+    return out
+
+
+def build_sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
+    """The event Lambda passes for a batch of `ReceiveMessage` messages."""
+    records = []
+    for message in messages:
+        record: dict[str, Any] = {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message.get("Body", ""),
+            "attributes": {str(k): str(v) for k, v in (message.get("Attributes") or {}).items()},
+            "messageAttributes": _lambda_message_attributes(message.get("MessageAttributes") or {}),
+        }
+        if message.get("MD5OfMessageAttributes"):
+            record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
+        record["md5OfBody"] = message.get("MD5OfBody", "")
+        record["eventSource"] = "aws:sqs"
+        record["eventSourceARN"] = queue_arn
+        record["awsRegion"] = region
+        records.append(record)
+    return {"Records": records}
+
+
+def parse_batch_item_failures(payload: Any, message_ids: Sequence[str] | set[str]) -> set[str] | None:
+    """The failed message ids of a `ReportBatchItemFailures` response; None = the whole batch failed.
+
+    As in AWS: null / `{}` / no or null or empty `batchItemFailures` is complete success; a response
+    that is not a JSON object, a `batchItemFailures` that is not a list, an entry without a string
+    `itemIdentifier`, an empty one, or one naming a message that is not in the batch fails it all.
+    """
+    if payload is None:
+        return set()
+    if not isinstance(payload, dict):
+        return None
+    failures = payload.get("batchItemFailures")
+    if failures is None:
+        return set()
+    if not isinstance(failures, list):
+        return None
+    known = set(message_ids)
+    failed: set[str] = set()
+    for item in failures:
+        if not isinstance(item, dict):
+            return None
+        identifier = item.get("itemIdentifier")
+        if not isinstance(identifier, str) or not identifier or identifier not in known:
+            return None
+        failed.add(identifier)
+    return failed
+
+
+# --------------------------------------------------------------------------- backoff
+
+
+class _Backoff:
+    def __init__(self, base: float, cap: float) -> None:
+        self.base = base
+        self.cap = cap
+        self._attempt = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * (2**self._attempt))
+        self._attempt = min(self._attempt + 1, 30)
+        return delay
+
+    def reset(self) -> None:
+        self._attempt = 0
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+class _MappingWorker:
+    """One thread polling one mapping's queue."""
+
+    def __init__(self, poller: SqsEventSourcePoller, mapping: SqsMapping) -> None:
+        self.poller = poller
+        self.mapping = mapping  # replaced in place by refresh(); read once per batch
+        self.stop_event = threading.Event()
+        self._empty_backoff = _Backoff(base=0.05, cap=float(poller.poll_wait_seconds) or SHORT_POLL_MAX_PAUSE)
+        self._error_backoff = _Backoff(base=0.1, cap=poller.max_error_backoff)
+        self.thread = threading.Thread(
+            target=self._run, name=f"sqs-poller:{mapping.queue_name}:{mapping.uuid[:8]}", daemon=True
+        )
+        if mapping.has_filter_criteria:
+            LOG.warning("mapping %s has FilterCriteria; the sandbox poller does not apply them", mapping.uuid)
+
+    # ---------------------------------------------------------------- loop
+
+    def _run(self) -> None:
+        LOG.debug("worker for %s started", self.mapping.queue_arn)
+        while not self.stop_event.is_set():
+            try:
+                self._poll_once()
+            except Exception as exc:  # never die silently: log, count, back off, continue
+                self.poller._forget_url(self.mapping)  # the queue may have been deleted and recreated
+                self._record_error(exc, "polling")
+                self.stop_event.wait(self._error_backoff.next())
+        LOG.debug("worker for %s stopped", self.mapping.queue_arn)
+
+    def _record_error(self, exc: BaseException, what: str) -> None:
+        uuid = self.mapping.uuid
+        self.poller.stats.add(uuid, sqs_errors=1)
+        self.poller.stats.error(uuid, f"{what}: {type(exc).__name__}: {exc}")
+        LOG.warning("SQS poller for %s: error while %s: %s", self.mapping.queue_arn, what, exc, exc_info=True)
+
+    def _sqs(self) -> Any:
+        return self.poller._client("sqs", self.mapping.queue_region)
+
+    def _url(self) -> str:
+        return self.poller._queue_url(self.mapping)
+
+    def _receive(self, count: int, wait_seconds: int) -> list[dict[str, Any]]:
+        response = self._sqs().receive_message(
+            QueueUrl=self._url(),
+            MaxNumberOfMessages=max(1, min(MAX_RECEIVE, count)),
+            WaitTimeSeconds=max(0, int(wait_seconds)),
+            AttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(response.get("Messages") or [])
+
+    def _poll_once(self) -> None:
+        mapping = self.mapping
+        started = time.monotonic()
+        first = self._receive(min(mapping.batch_size, MAX_RECEIVE), self.poller.poll_wait_seconds)
+        self._error_backoff.reset()
+        if not first:
+            self.poller.stats.add(mapping.uuid, empty_receives=1)
+            # Space empty receives out (a full long poll already did; a server that answers at
+            # once does not).
+            pause = self._empty_backoff.next() - (time.monotonic() - started)
+            if pause > 0:
+                self.stop_event.wait(pause)
+            return
+        self._empty_backoff.reset()
+        self.poller._batch_started()
+        try:
+            batch = self._gather(mapping, first)
+            self._deliver(mapping, batch)
+        finally:
+            self.poller._batch_finished()
+
+    def _gather(self, mapping: SqsMapping, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Receive more until BatchSize or the (scaled) batching window; stop() cuts the window short."""
+        by_id: dict[str, dict[str, Any]] = {m["MessageId"]: m for m in batch}
+        window = self.poller.time_scale.scale(mapping.batching_window)
+        deadline = time.monotonic() + window
+        while len(by_id) < mapping.batch_size and not self.stop_event.is_set():
+            want = min(MAX_RECEIVE, mapping.batch_size - len(by_id))
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    if window > 0:
+                        break
+                    more = self._receive(want, 0)  # no window: take what is there right now
+                    if not more:
+                        break
+                else:
+                    more = self._receive(want, int(min(self.poller.poll_wait_seconds, remaining)))
+                    if not more:
+                        self.stop_event.wait(min(_SHORT_PAUSE, max(0.0, deadline - time.monotonic())))
+                        continue
+            except Exception as exc:  # deliver what we hold rather than lose it to a timeout
+                self._record_error(exc, "gathering a batch")
+                break
+            for message in more:  # a redelivery during the window replaces the stale receipt
+                by_id[message["MessageId"]] = message
+        return list(by_id.values())
+
+    def _deliver(self, mapping: SqsMapping, batch: list[dict[str, Any]]) -> None:
+        poller = self.poller
+        stats = poller.stats
+        ids = [m["MessageId"] for m in batch]
+        event = build_sqs_event(batch, mapping.queue_arn, mapping.queue_region)
+        stats.add(mapping.uuid, batches=1, messages_delivered=len(batch))
+        failed: set[str]
+        try:
+            result = poller.runtime.invoke_direct(mapping.function_arn, event)
+        except Exception as exc:  # e.g. the function was deleted: nothing is deleted, retry later
+            LOG.warning("SQS poller: could not invoke %s: %s", mapping.function_arn, exc, exc_info=True)
+            stats.add(mapping.uuid, function_errors=1)
+            stats.error(mapping.uuid, f"invoke: {type(exc).__name__}: {exc}")
+            failed = set(ids)
+        else:
+            if result.errored:
+                stats.add(mapping.uuid, function_errors=1)
+                failed = set(ids)
+            elif mapping.report_batch_item_failures:
+                parsed = parse_batch_item_failures(result.payload, ids)
+                if parsed is None:
+                    LOG.warning(
+                        "SQS poller: invalid batchItemFailures from %s (whole batch failed): %.500s",
+                        mapping.function_arn,
+                        result.raw,
+                    )
+                    failed = set(ids)
+                else:
+                    failed = parsed
+            else:
+                failed = set()
+        succeeded = [m for m in batch if m["MessageId"] not in failed]
+        retry = [m for m in batch if m["MessageId"] in failed]
+        if succeeded:
+            self._delete(mapping, succeeded)
+        if retry:
+            stats.add(mapping.uuid, messages_failed=len(retry))
+            self._compress_visibility(mapping, retry)
+        if retry and len(retry) == len(batch) and not poller.time_scale.is_real:
+            # With compressed visibility (possibly 0 s) a function that keeps failing would be
+            # re-invoked at once; pause a scaled second, as AWS backs off a failing function too.
+            self.stop_event.wait(min(1.0, poller.time_scale.scale(1.0)))
+
+    def _delete(self, mapping: SqsMapping, messages: list[dict[str, Any]]) -> None:
+        sqs = self._sqs()
+        for start in range(0, len(messages), MAX_RECEIVE):
+            chunk = messages[start : start + MAX_RECEIVE]
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)]
+            try:
+                response = sqs.delete_message_batch(QueueUrl=self._url(), Entries=entries)
+            except Exception as exc:  # the messages will be redelivered: at-least-once, as in AWS
+                self._record_error(exc, "deleting messages")
+                continue
+            self.poller.stats.add(mapping.uuid, messages_deleted=len(response.get("Successful") or []))
+            for failure in response.get("Failed") or []:
+                LOG.warning("SQS poller: could not delete a message from %s: %s", mapping.queue_arn, failure)
+
+    def _compress_visibility(self, mapping: SqsMapping, messages: list[dict[str, Any]]) -> None:
+        """Time compression: a failed message reappears after the *scaled* visibility timeout."""
+        poller = self.poller
+        if poller.time_scale.is_real or not poller.compress_visibility:
+            return
+        sqs = self._sqs()
+        try:
+            attrs = sqs.get_queue_attributes(QueueUrl=self._url(), AttributeNames=["VisibilityTimeout"])
+            visibility = int(attrs["Attributes"].get("VisibilityTimeout", "30"))
+            scaled = round(poller.time_scale.scale(visibility))  # the API takes whole seconds
+            if scaled >= visibility:
+                return
+            for start in range(0, len(messages), MAX_RECEIVE):
+                chunk = messages[start : start + MAX_RECEIVE]
+                entries = [
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": scaled}
+                    for i, m in enumerate(chunk)
+                ]
+                response = sqs.change_message_visibility_batch(QueueUrl=self._url(), Entries=entries)
+                poller.stats.add(mapping.uuid, visibility_compressed=len(response.get("Successful") or []))
+        except Exception as exc:  # the queue's own visibility timeout then applies: slower, not wrong
+            self._record_error(exc, "shortening visibility")
+
+
+# --------------------------------------------------------------------------- the poller
+
+
+class SqsEventSourcePoller:
+    """Delivers SQS messages to Lambda functions per the registered event source mappings.
+
+    `runtime` runs the handlers (`invoke_direct`). `region` / `endpoint_url`: where the mappings
+    and queues live (`endpoint_url=None` = in-process `mock_aws`). `time_scale` scales batching
+    windows and (with `compress_visibility`) retry visibility; None means the runtime's scale.
+    `poll_wait_seconds`: the long poll (whole seconds, the API's unit), which bounds how long
+    `stop()` waits for an idle worker; 0 short-polls instead, pausing at most
+    `SHORT_POLL_MAX_PAUSE` between empty receives, so stop() is immediate (handy in tests).
+    `discovery_interval`: if set, re-read the mappings every so many real seconds (new, changed,
+    disabled or deleted mappings are picked up); `refresh()` does it on demand.
+    `disable_native`: neutralise moto's own SQS -> Lambda delivery while running.
+    """
+
+    def __init__(
+        self,
+        runtime: LambdaRuntime,
+        *,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        time_scale: TimeScale | None = None,
+        poll_wait_seconds: int = POLL_WAIT_SECONDS,
+        discovery_interval: float | None = None,
+        compress_visibility: bool = True,
+        disable_native: bool = True,
+        max_error_backoff: float = 5.0,
+    ) -> None:
+        self.runtime = runtime
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self.time_scale = time_scale or getattr(runtime, "time_scale", None) or _REAL_TIME
+        self.poll_wait_seconds = max(0, int(poll_wait_seconds))
+        self.discovery_interval = discovery_interval
+        self.compress_visibility = compress_visibility
+        self.disable_native = disable_native
+        self.max_error_backoff = max_error_backoff
+        self.stats = PollerStats()
+
+        self._lock = threading.RLock()  # workers, lifecycle
+        self._workers: dict[str, _MappingWorker] = {}
+        self._retired: list[_MappingWorker] = []
+        self._running = False
+        self._native_disabled = False
+        self._discovery_stop = threading.Event()
+        self._discovery_thread: threading.Thread | None = None
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+        self._urls: dict[str, str] = {}
+        # quiescence bookkeeping (see idle())
+        self._state = threading.Condition()
+        self._busy = 0
+        self._activity = 0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> SqsEventSourcePoller:
+        with self._lock:
+            if self._running:
+                return self
+            if self.disable_native and not self._native_disabled:
+                disable_native_sqs_event_sources()
+                self._native_disabled = True
+            try:
+                self._running = True
+                self.refresh()
+            except BaseException:
+                self._running = False
+                self._restore_native()
+                raise
+            if self.discovery_interval:
+                self._discovery_stop.clear()
+                self._discovery_thread = threading.Thread(
+                    target=self._discover_loop, name="sqs-poller:discovery", daemon=True
+                )
+                self._discovery_thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Signal every worker, join them within `timeout`; True if all have finished.
+
+        A worker finishes its in-flight batch (invocation and deletes) before exiting; a batching
+        window still open is cut short and what was gathered is delivered. Workers are daemon
+        threads, so one that overruns `timeout` never blocks interpreter exit.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            self._running = False
+            self._discovery_stop.set()
+            workers = list(self._workers.values()) + self._retired
+            self._workers.clear()
+            self._retired = []
+            discovery, self._discovery_thread = self._discovery_thread, None
+            for worker in workers:
+                worker.stop_event.set()
+        threads = [w.thread for w in workers] + ([discovery] if discovery is not None else [])
+        for thread in threads:
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in threads if t.is_alive()]
+        if alive:
+            LOG.warning("SQS poller threads still running after stop(): %s", alive)
+        with self._lock:
+            self._restore_native()
+        return not alive
+
+    def _restore_native(self) -> None:
+        if self._native_disabled:
+            restore_native_sqs_event_sources()
+            self._native_disabled = False
+
+    def __enter__(self) -> SqsEventSourcePoller:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def mappings(self) -> list[SqsMapping]:
+        """The mappings being polled now."""
+        with self._lock:
+            return [w.mapping for w in self._workers.values()]
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return [w.thread for w in list(self._workers.values()) + self._retired]
+
+    # ---------------------------------------------------------------- discovery
+
+    def discover(self) -> list[SqsMapping]:
+        """Every SQS event source mapping in the region (active or not)."""
+        client = self._client("lambda", self.region)
+        found: list[SqsMapping] = []
+        for page in client.get_paginator("list_event_source_mappings").paginate():
+            for config in page.get("EventSourceMappings") or []:
+                if is_sqs_arn(str(config.get("EventSourceArn", ""))):
+                    found.append(SqsMapping.from_config(config))
+        return found
+
+    def refresh(self) -> None:
+        """Start workers for new active mappings, update changed ones, retire the rest."""
+        mappings = {m.uuid: m for m in self.discover() if m.active}
+        with self._lock:
+            if not self._running:
+                return
+            for uuid in list(self._workers):
+                worker = self._workers[uuid]
+                current = mappings.get(uuid)
+                if current is None or current.queue_arn != worker.mapping.queue_arn:
+                    worker.stop_event.set()
+                    self._retired.append(self._workers.pop(uuid))
+                elif current != worker.mapping:
+                    worker.mapping = current
+            for uuid, mapping in mappings.items():
+                if uuid not in self._workers:
+                    worker = _MappingWorker(self, mapping)
+                    self._workers[uuid] = worker
+                    worker.thread.start()
+            self._retired = [w for w in self._retired if w.thread.is_alive()]
+
+    def _discover_loop(self) -> None:
+        assert self.discovery_interval
+        while not self._discovery_stop.wait(self.discovery_interval):
+            try:
+                self.refresh()
+            except Exception:
+                LOG.warning("SQS poller: refreshing the event source mappings failed", exc_info=True)
+
+    # ---------------------------------------------------------------- quiescence
+
+    def _batch_started(self) -> None:
+        with self._state:
+            self._busy += 1
+            self._activity += 1
+            self._state.notify_all()
+
+    def _batch_finished(self) -> None:
+        with self._state:
+            self._busy -= 1
+            self._activity += 1
+            self._state.notify_all()
+
+    @property
+    def in_flight_batches(self) -> int:
+        with self._state:
+            return self._busy
+
+    def _queue_counts(self, mapping: SqsMapping) -> tuple[int, int, int] | None:
+        """(visible, in flight, delayed) for the mapping's queue; None if it does not exist."""
+        sqs = self._client("sqs", mapping.queue_region)
+        try:
+            url = self._queue_url(mapping)
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+        except sqs.exceptions.QueueDoesNotExist:
+            self._forget_url(mapping)
+            return None
+        return (
+            int(attrs.get("ApproximateNumberOfMessages", 0)),
+            int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+        )
+
+    def idle(self) -> bool:
+        """No batch in flight and every polled queue empty (0 visible, 0 in flight, 0 delayed).
+
+        A consistent snapshot: true only if no worker started or finished a batch while the
+        queues were being read. A missing queue counts as empty; an API error as not idle. When
+        the poller is not running, the queues of the active mappings are checked all the same, so
+        a forgotten `start()` makes `wait_until_idle` time out instead of passing vacuously.
+        """
+        with self._state:
+            if self._busy:
+                return False
+            before = self._activity
+        with self._lock:
+            running = self._running
+            mappings = [w.mapping for w in self._workers.values()]
+        if not running:  # messages waiting for a stopped poller are work not done
+            try:
+                mappings = [m for m in self.discover() if m.active]
+            except Exception:
+                LOG.debug("idle(): could not list the event source mappings", exc_info=True)
+                return False
+        seen: set[str] = set()
+        for mapping in mappings:
+            if mapping.queue_arn in seen:
+                continue
+            seen.add(mapping.queue_arn)
+            try:
+                counts = self._queue_counts(mapping)
+            except Exception:
+                LOG.debug("idle(): could not read %s", mapping.queue_arn, exc_info=True)
+                return False
+            if counts is not None and any(counts):
+                return False
+        with self._state:
+            return self._busy == 0 and self._activity == before
+
+    def wait_until_idle(self, timeout: float = 30.0, poll_interval: float = 0.05) -> bool:
+        """Block until `idle()` (True) or `timeout` real seconds pass (False)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.idle():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self._state:  # wake early when a batch finishes
+                self._state.wait(min(poll_interval, left))
+
+    # ---------------------------------------------------------------- clients
+
+    def _client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        with self._clients_lock:
+            client = self._clients.get(key)
+            if client is None:
+                import boto3
+                from botocore.config import Config
+
+                kwargs: dict[str, Any] = {
+                    "region_name": region,
+                    # endpoint_url=None means in-process mock_aws: never follow an AWS_ENDPOINT_URL
+                    # that a function's environment may have put in os.environ meanwhile.
+                    "config": Config(
+                        retries={"max_attempts": 2, "mode": "standard"},
+                        ignore_configured_endpoint_urls=self.endpoint_url is None,
+                        read_timeout=max(60, self.poll_wait_seconds + 30),
+                    ),
+                }
+                if self.endpoint_url:
+                    kwargs["endpoint_url"] = self.endpoint_url
+                    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+                        kwargs["aws_access_key_id"] = "testing"
+                        kwargs["aws_secret_access_key"] = "testing"  # sandbox only
+                client = boto3.client(service, **kwargs)
+                self._clients[key] = client
+            return client
+
+    def _queue_url(self, mapping: SqsMapping) -> str:
+        url = self._urls.get(mapping.queue_arn)
+        if url is None:
+            sqs = self._client("sqs", mapping.queue_region)
+            url = sqs.get_queue_url(
+                QueueName=mapping.queue_name, QueueOwnerAWSAccountId=mapping.queue_account
+            )["QueueUrl"]
+            self._urls[mapping.queue_arn] = url
+        return url
+
+    def _forget_url(self, mapping: SqsMapping) -> None:
+        self._urls.pop(mapping.queue_arn, None)

@@ -1,0 +1,284 @@
+"""Step Functions "Execution Status Change" events, which moto never emits (DESIGN.md §4).
+
+`ExecutionStatusWatcher` polls the Step Functions API on a daemon thread and, for every execution
+it sees change status, hands the AWS-shaped event to a callback (the event bus's `emit`).
+
+One poll round, per state machine (`list_state_machines`, paginated):
+1. `list_executions(statusFilter="RUNNING")`, all pages: what is running now.
+2. `list_executions()` newest first, page by page, stopping after the first page whose executions
+   are all already known (new executions -- even ones that already finished -- appear at the top).
+3. `describe_execution` only for executions whose status differs from the last one seen, and for
+   executions last seen RUNNING that are no longer in the RUNNING list (they finished on a page
+   step 2 did not read).
+
+Each status of each execution is emitted exactly once (a seen-set per execution), RUNNING always
+before the terminal status: an execution first seen already finished gets its RUNNING event
+(built from the same description, with the RUNNING fields) just before its terminal one.
+
+`baseline()` records what already exists without emitting anything (the bus was not listening
+then); the event bus calls it synchronously in `start()`, so every execution started after
+`start()` returns is reported. An execution RUNNING at baseline later gets only its terminal
+event.
+
+moto facts this relies on (moto 5.2.5): `describe_execution` gives `error`/`cause` for FAILED,
+none for ABORTED (`stop_execution` does not store them), and no `stopDate` for TIMED_OUT -- the
+event then carries the time the watcher saw the change.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sandbox.schedules import iso_time
+
+LOG = logging.getLogger("sandbox.status_events")
+
+DETAIL_TYPE = "Step Functions Execution Status Change"
+SOURCE = "aws.states"
+RUNNING = "RUNNING"
+TERMINAL_STATUSES = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+_ERROR_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
+
+
+def _epoch_ms(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return int(value.timestamp() * 1000)
+    return int(float(value) * 1000)  # epoch seconds
+
+
+def state_machine_arn_of(execution_arn: str) -> str:
+    """arn:...:execution:<machine>:<name> -> arn:...:stateMachine:<machine>."""
+    parts = execution_arn.split(":")
+    return ":".join([*parts[:5], "stateMachine", parts[6]])
+
+
+def status_change_event(
+    description: Mapping[str, Any], status: str, *, observed_at: dt.datetime | None = None
+) -> dict[str, Any]:
+    """The AWS event for `status`, built from a `describe_execution` response.
+
+    `status` may be earlier than the description's (the RUNNING event of an execution first seen
+    finished): fields that belong to later statuses (stopDate, output, error, cause) are then null.
+    """
+    observed_at = observed_at or dt.datetime.now(tz=dt.UTC)
+    arn = description["executionArn"]
+    terminal = status != RUNNING
+    start_ms = _epoch_ms(description.get("startDate")) or _epoch_ms(observed_at)
+    stop_ms = (_epoch_ms(description.get("stopDate")) or _epoch_ms(observed_at)) if terminal else None
+    output = description.get("output") if status == "SUCCEEDED" else None
+    error = (description.get("error") or None) if status in _ERROR_STATUSES else None
+    cause = (description.get("cause") or None) if status in _ERROR_STATUSES else None
+    when_ms = stop_ms if terminal else start_ms
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": DETAIL_TYPE,
+        "source": SOURCE,
+        "account": arn.split(":")[4],
+        "time": iso_time(when_ms / 1000 if when_ms is not None else None),
+        "region": arn.split(":")[3],
+        "resources": [arn],
+        "detail": {
+            "executionArn": arn,
+            "stateMachineArn": description.get("stateMachineArn") or state_machine_arn_of(arn),
+            "name": description.get("name"),
+            "status": status,
+            "startDate": start_ms,
+            "stopDate": stop_ms,
+            "input": description.get("input"),
+            "output": output,
+            "inputDetails": {"included": True},
+            "outputDetails": {"included": True} if output is not None else None,
+            "error": error,
+            "cause": cause,
+        },
+    }
+
+
+class ExecutionStatusWatcher:
+    """Polls Step Functions and emits status-change events. Start/stop from one owner thread.
+
+    `client_factory()` returns a boto3 "stepfunctions" client (honouring the sandbox endpoint);
+    `emit(event)` delivers one event. `interval` is real seconds between rounds.
+    """
+
+    def __init__(
+        self,
+        client_factory: Callable[[], Any],
+        emit: Callable[[dict[str, Any]], Any],
+        *,
+        interval: float = 0.2,
+        name: str = "sandbox-sfn-status",
+    ) -> None:
+        self._client_factory = client_factory
+        self._emit = emit
+        self.interval = interval
+        self._name = name
+        self._known: dict[str, str] = {}  # execution ARN -> last status seen
+        self._machine: dict[str, str] = {}  # execution ARN -> state machine ARN
+        self._emitted: dict[str, set[str]] = {}  # the seen-set: statuses emitted per execution
+        self._round_cond = threading.Condition()
+        self._rounds_started = 0
+        self._rounds_completed = 0
+        self._events_emitted = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_error_logged = 0.0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+        with self._round_cond:
+            self._round_cond.notify_all()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def events_emitted(self) -> int:
+        return self._events_emitted
+
+    def emitted_statuses(self, execution_arn: str) -> set[str]:
+        """The statuses already emitted for one execution (a copy)."""
+        return set(self._emitted.get(execution_arn, ()))
+
+    # ---------------------------------------------------------------- rounds (for idle detection)
+
+    def request_round(self) -> int:
+        """Wake the watcher; returns the round number whose completion proves a fresh look."""
+        with self._round_cond:
+            target = self._rounds_started + 1
+        self._wake.set()
+        return target
+
+    def wait_round(self, target: int, timeout: float) -> bool:
+        """Block until round `target` (from `request_round`) completed successfully."""
+        deadline = time.monotonic() + timeout
+        with self._round_cond:
+            while self._rounds_completed < target:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self._round_cond.wait(min(left, 0.1))
+                self._wake.set()  # a round may have started before the request: ask again
+            return True
+
+    # ---------------------------------------------------------------- polling
+
+    def baseline(self) -> None:
+        """Record every existing execution's status as seen, emitting nothing."""
+        for sm_arn in self._state_machines():
+            for summary in self._executions(sm_arn):
+                arn, status = summary["executionArn"], summary["status"]
+                self._known[arn] = status
+                self._machine[arn] = sm_arn
+                self._emitted[arn] = {RUNNING, status}
+
+    def poll_once(self) -> int:
+        """One round; returns the number of events emitted."""
+        emitted = 0
+        for sm_arn in self._state_machines():
+            running = {e["executionArn"] for e in self._executions(sm_arn, status_filter=RUNNING)}
+            observed: dict[str, str] = {}
+            for page in self._execution_pages(sm_arn):
+                all_known = True
+                for summary in page:
+                    arn = summary["executionArn"]
+                    observed[arn] = summary["status"]
+                    self._machine.setdefault(arn, sm_arn)
+                    if arn not in self._known:
+                        all_known = False
+                if all_known:
+                    break
+            for arn, status in observed.items():
+                if self._known.get(arn) != status:
+                    emitted += self._advance(arn)
+            for arn, status in list(self._known.items()):
+                if (
+                    status == RUNNING
+                    and self._machine.get(arn) == sm_arn
+                    and arn not in running
+                    and arn not in observed
+                ):
+                    emitted += self._advance(arn)
+        return emitted
+
+    def _advance(self, arn: str) -> int:
+        sfn = self._client_factory()
+        try:
+            desc = sfn.describe_execution(executionArn=arn)
+        except sfn.exceptions.ExecutionDoesNotExist:
+            self._known.pop(arn, None)
+            return 0
+        status = desc["status"]
+        done = self._emitted.setdefault(arn, set())
+        count = 0
+        observed_at = dt.datetime.now(tz=dt.UTC)
+        for step in (RUNNING, status) if status != RUNNING else (RUNNING,):
+            if step in done:
+                continue
+            done.add(step)
+            self._emit(status_change_event(desc, step, observed_at=observed_at))
+            self._events_emitted += 1
+            count += 1
+        self._known[arn] = status
+        return count
+
+    def _state_machines(self) -> list[str]:
+        paginator = self._client_factory().get_paginator("list_state_machines")
+        return [m["stateMachineArn"] for page in paginator.paginate() for m in page["stateMachines"]]
+
+    def _execution_pages(self, sm_arn: str, status_filter: str | None = None) -> Any:
+        kwargs: dict[str, Any] = {"stateMachineArn": sm_arn}
+        if status_filter:
+            kwargs["statusFilter"] = status_filter
+        paginator = self._client_factory().get_paginator("list_executions")
+        for page in paginator.paginate(**kwargs):
+            yield page["executions"]
+
+    def _executions(self, sm_arn: str, status_filter: str | None = None) -> list[dict[str, Any]]:
+        return [e for page in self._execution_pages(sm_arn, status_filter) for e in page]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._round_cond:
+                self._rounds_started += 1
+            try:
+                self.poll_once()
+            except Exception:
+                if self._stop.is_set():
+                    break
+                now = time.monotonic()
+                if now - self._last_error_logged > 10:
+                    self._last_error_logged = now
+                    LOG.warning("execution status poll failed", exc_info=True)
+            else:
+                with self._round_cond:
+                    self._rounds_completed = self._rounds_started
+                    self._round_cond.notify_all()
+            self._wake.wait(self.interval)
+            self._wake.clear()

@@ -1,0 +1,197 @@
+"""Shared fixtures: moto-backed AWS, the pipeline's resources, and handler plumbing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from pipeline import config
+from pipeline.handlers import _wiring
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials and a region, so nothing can reach a real account."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def aws(aws_env: None) -> Iterator[None]:
+    """moto in-process; handler collaborators rebuilt inside the mock."""
+    with mock_aws():
+        _wiring.reset()
+        yield
+        _wiring.reset()
+
+
+@dataclass
+class Resources:
+    """The pipeline's resources in moto, and the environment the handlers see."""
+
+    input_bucket: str = "pipeops-input"
+    output_bucket: str = "pipeops-output"
+    tracking_table: str = "pipeops-tracking"
+    coordination_table: str = "pipeops-coordination"
+    main_queue_url: str = ""
+    dlq_url: str = ""
+    state_machine_arn: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION)
+
+
+def _table_definitions() -> dict[str, dict[str, Any]]:
+    """Table schemas as the template declares them (one source of truth for keys and indexes)."""
+    from sandbox.template import load_template
+
+    resources = load_template()["Resources"]
+    wanted = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "BillingMode")
+    return {
+        logical: {k: v for k, v in resources[logical]["Properties"].items() if k in wanted}
+        for logical in ("TrackingTable", "CoordinationTable")
+    }
+
+
+PASS_MACHINE = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
+
+
+@pytest.fixture
+def resources(aws: None, monkeypatch: pytest.MonkeyPatch) -> Resources:
+    """Buckets, queues (with redrive), tables and a state machine whose executions stay RUNNING."""
+    res = Resources()
+    s3 = res.client("s3")
+    s3.create_bucket(Bucket=res.input_bucket)
+    s3.create_bucket(Bucket=res.output_bucket)
+    sqs = res.client("sqs")
+    res.dlq_url = sqs.create_queue(QueueName="pipeops-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=res.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    res.main_queue_url = sqs.create_queue(
+        QueueName="pipeops-main",
+        Attributes={
+            "VisibilityTimeout": "360",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}),
+        },
+    )["QueueUrl"]
+    ddb = res.client("dynamodb")
+    definitions = _table_definitions()
+    ddb.create_table(TableName=res.tracking_table, **definitions["TrackingTable"])
+    ddb.create_table(TableName=res.coordination_table, **definitions["CoordinationTable"])
+    sfn = res.client("stepfunctions")
+    res.state_machine_arn = sfn.create_state_machine(
+        name="pipeops-pipeline", definition=PASS_MACHINE, roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn"
+    )["stateMachineArn"]
+    res.env = {
+        config.ENV_TRACKING_TABLE: res.tracking_table,
+        config.ENV_COORDINATION_TABLE: res.coordination_table,
+        config.ENV_INPUT_BUCKET: res.input_bucket,
+        config.ENV_OUTPUT_BUCKET: res.output_bucket,
+        config.ENV_MAIN_QUEUE_URL: res.main_queue_url,
+        config.ENV_STATE_MACHINE_ARN: res.state_machine_arn,
+        config.ENV_MAX_CONCURRENT_WORKFLOWS: "2",
+        config.ENV_FOLDER_SETTLE_SECONDS: "0",
+        config.ENV_CAPACITY_RETRY_SECONDS: "0",
+    }
+    for name, value in res.env.items():
+        monkeypatch.setenv(name, value)
+    _wiring.reset()
+    return res
+
+
+@dataclass
+class FakeLambdaContext:
+    """The attributes of the Lambda context object that handlers and powertools read."""
+
+    function_name: str = "pipeops-test-function"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 256
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def lambda_context() -> FakeLambdaContext:
+    return FakeLambdaContext()
+
+
+def sqs_event(*bodies_and_ids: tuple[str, str], attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Lambda SQS event carrying the given (message id, body) pairs."""
+    return {
+        "Records": [
+            {
+                "messageId": message_id,
+                "receiptHandle": f"rh-{message_id}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": attributes or {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:pipeops-main",
+                "awsRegion": REGION,
+            }
+            for message_id, body in bodies_and_ids
+        ]
+    }
+
+
+def drain_queue(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+    """Receive and delete everything visible on a queue."""
+    messages: list[dict[str, Any]] = []
+    while True:
+        batch = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+        ).get("Messages", [])
+        if not batch:
+            return messages
+        for message in batch:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        messages.extend(batch)
+
+
+def eventbridge_object_created(bucket: str, key: str, size: int = 10) -> dict[str, Any]:
+    """An S3 "Object Created" event as EventBridge delivers it (key URL-encoded, as S3 does)."""
+    from urllib.parse import quote_plus
+
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "account": ACCOUNT,
+        "region": REGION,
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": {"key": quote_plus(key, safe=""), "size": size},
+            "reason": "PutObject",
+        },
+    }

@@ -1,0 +1,152 @@
+"""Router: slots, capacity waits, duplicate deliveries and StartExecution failures, on moto."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from botocore.exceptions import ClientError
+
+from pipeline.handlers import router
+from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from pipeline.status import JobStatus
+from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.tracking import TrackingStore
+from tests.conftest import drain_queue, sqs_event
+
+NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
+
+
+def tracking(resources) -> TrackingStore:
+    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+
+
+def semaphore(resources) -> Semaphore:
+    return Semaphore(resources.coordination_table, resources.client("dynamodb"))
+
+
+def queued_run(resources, job_id: str, files: list[str], second: int = 0) -> JobMessage:
+    run = RunRef(job_id, format_timestamp(NOW.replace(second=second)))
+    tracking(resources).create_run(run, files, resources.input_bucket, NOW)
+    return JobMessage(run.job_id, run.started_at, resources.input_bucket)
+
+
+def deliver(resources, lambda_context, *messages: JobMessage, ids: list[str] | None = None) -> dict:
+    ids = ids or [f"m{i}" for i in range(len(messages))]
+    return router.handler(sqs_event(*zip(ids, (m.to_json() for m in messages), strict=True)), lambda_context)
+
+
+def running_executions(resources) -> list[dict]:
+    sfn = resources.client("stepfunctions")
+    return sfn.list_executions(stateMachineArn=resources.state_machine_arn, statusFilter="RUNNING")["executions"]
+
+
+def test_a_queued_run_takes_a_slot_and_starts_its_named_execution(resources, lambda_context) -> None:
+    message = queued_run(resources, "claims/", ["claims/a.txt", "claims/b.csv", "claims/scan.pdf"])
+    assert deliver(resources, lambda_context, message) == {"batchItemFailures": []}
+    record = tracking(resources).get_run(message.run)
+    assert record is not None
+    assert record.status is JobStatus.IN_PROGRESS
+    assert record.execution_arn and record.execution_arn.endswith(message.run.execution_name)
+    assert record.failed_files["unsupported"] == ["claims/scan.pdf"]
+    assert set(semaphore(resources).read().holders) == {message.run.execution_name}
+    assert [e["name"] for e in running_executions(resources)] == [message.run.execution_name]
+
+
+def test_at_capacity_the_message_waits_count_unchanged_nothing_in_the_dlq(resources, lambda_context) -> None:
+    first, second, third = (queued_run(resources, f"job{i}/", [f"job{i}/a.txt"]) for i in range(3))
+    result = deliver(resources, lambda_context, first, second, third)
+    assert result == {"batchItemFailures": []}  # waiting is not failing
+    state = semaphore(resources).read()
+    assert state.active_count == 2 == len(state.holders)
+    waiting = drain_queue(resources.client("sqs"), resources.main_queue_url)
+    assert [JobMessage.from_json(m["Body"]) for m in waiting] == [third]
+    assert drain_queue(resources.client("sqs"), resources.dlq_url) == []
+    assert tracking(resources).get_run(third.run).status is JobStatus.QUEUED  # type: ignore[union-attr]
+
+
+def test_the_same_message_delivered_twice_starts_one_execution(resources, lambda_context) -> None:
+    message = queued_run(resources, "claims/", ["claims/a.txt"])
+    deliver(resources, lambda_context, message, ids=["first"])
+    deliver(resources, lambda_context, message, ids=["redriven-new-id"])
+    assert len(running_executions(resources)) == 1
+    assert semaphore(resources).read().active_count == 1
+
+
+def test_start_execution_failure_releases_the_slot_and_the_message_is_retried(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = queued_run(resources, "claims/", ["claims/a.txt"])
+    sfn = router.router()._sfn  # the client the router really uses
+
+    def refuse(**_: object) -> None:
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "try later"}}, "StartExecution")
+
+    monkeypatch.setattr(sfn, "start_execution", refuse)
+    with pytest.raises(BatchProcessingError):  # every record failed: the whole batch is retried
+        deliver(resources, lambda_context, message)
+    state = semaphore(resources).read()
+    assert state.active_count == 0 and state.holders == {}
+    monkeypatch.undo()
+
+
+def test_an_execution_that_already_ended_gives_back_the_slot_just_taken(resources, lambda_context) -> None:
+    message = queued_run(resources, "claims/", ["claims/a.txt"])
+    deliver(resources, lambda_context, message)
+    sfn = resources.client("stepfunctions")
+    arn = tracking(resources).get_run(message.run).execution_arn  # type: ignore[union-attr]
+    sfn.stop_execution(executionArn=arn)
+    semaphore(resources).release(message.run.execution_name)  # what the tracker did
+    # The ARN write was lost (router died after StartExecution): the redelivery must not leak a slot.
+    resources.client("dynamodb").update_item(
+        TableName=resources.tracking_table,
+        Key={"job_id": {"S": message.job_id}, "started_at": {"S": message.started_at}},
+        UpdateExpression="REMOVE execution_arn",
+    )
+    assert deliver(resources, lambda_context, message) == {"batchItemFailures": []}
+    assert semaphore(resources).read().active_count == 0
+
+
+def test_a_run_with_only_unsupported_files_completes_without_a_workflow(resources, lambda_context) -> None:
+    message = queued_run(resources, "scans/", ["scans/a.pdf", "scans/b.png"])
+    deliver(resources, lambda_context, message)
+    record = tracking(resources).get_run(message.run)
+    assert record is not None and record.status is JobStatus.COMPLETE
+    assert record.failed_files["unsupported"] == ["scans/a.pdf", "scans/b.png"]
+    assert running_executions(resources) == []
+    assert semaphore(resources).read().active_count == 0
+
+
+def test_malformed_and_unknown_messages_fail_alone(resources, lambda_context) -> None:
+    good = queued_run(resources, "claims/", ["claims/a.txt"])
+    unknown = JobMessage("ghost/", format_timestamp(NOW), resources.input_bucket)
+    event = sqs_event(("bad", "{not json"), ("ghost", unknown.to_json()), ("good", good.to_json()))
+    result = router.handler(event, lambda_context)
+    assert sorted(f["itemIdentifier"] for f in result["batchItemFailures"]) == ["bad", "ghost"]
+    assert tracking(resources).get_run(good.run).status is JobStatus.IN_PROGRESS  # type: ignore[union-attr]
+
+
+def test_files_that_keep_arriving_after_their_folder_started_are_all_processed_in_some_run(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.handlers import _wiring, ingest
+    from tests.conftest import eventbridge_object_created
+
+    monkeypatch.setenv("MAX_CONCURRENT_WORKFLOWS", "5")
+    _wiring.reset()
+
+    sqs = resources.client("sqs")
+    started: list[JobMessage] = []
+    for wave in (["a.txt", "b.txt"], ["c.txt"], ["d.txt", "e.txt"]):  # each wave lands after the last run started
+        for name in wave:
+            ingest.handler(eventbridge_object_created(resources.input_bucket, f"claims/{name}"), lambda_context)
+        messages = drain_queue(sqs, resources.main_queue_url)
+        assert len(messages) == 1
+        started.append(JobMessage.from_json(messages[0]["Body"]))
+        deliver(resources, lambda_context, started[-1])
+    runs = [tracking(resources).get_run(m.run) for m in started]
+    assert all(r is not None and r.execution_arn for r in runs)
+    processed = sorted(key for r in runs if r for key in r.files)
+    assert processed == [f"claims/{n}" for n in ("a.txt", "b.txt", "c.txt", "d.txt", "e.txt")]
+    assert len(running_executions(resources)) == 3

@@ -1,0 +1,400 @@
+"""The workflow definition, checked as data: no AWS, no moto.
+
+What a reviewer would check by eye in the ASL, checked on every state instead: the file is what
+the code builds, every task retries and catches, status conditions come from the status enum,
+the graph is connected, limits hold.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pipeline.config import Settings
+from pipeline.statemachine import build
+from pipeline.statemachine.build import (
+    ALL_ERRORS,
+    CONDITIONAL_CHECK_FAILED,
+    DEFINITION_PATH,
+    DYNAMODB_TRANSIENT_ERRORS,
+    JOB_LAMBDA_TASKS,
+    LAMBDA_TRANSIENT_ERRORS,
+    PER_FILE_TASKS,
+    PLACEHOLDERS,
+    STATUS_TASKS,
+    WORKFLOW_TIMEOUT_SECONDS,
+    State,
+    build_definition,
+    load_definition,
+    render_definition,
+)
+from pipeline.status import JobStatus, allowed_predecessors
+
+DEFINITION = build_definition()
+DDB_UPDATE = "arn:aws:states:::dynamodb:updateItem"
+
+# The brief's names, spelled out here rather than read from build.py, so a rename fails a test.
+TOP_LEVEL_STATES = {
+    "MarkDetecting", "DetectPII", "CheckDetectTolerance", "DetectToleranceChoice", "DropFiles",
+    "MarkDetectComplete", "CheckRedactionMode", "MarkGeneratingSynthetic", "GenerateSynthetic",
+    "MarkSyntheticComplete", "SetEmptyMapping", "MarkRedacting", "RedactPII", "MarkRedactComplete",
+    "PrepareComplete", "CompleteToleranceChoice", "WorkflowComplete", "Done", "MarkToleranceFailed",
+    "ToleranceExceeded", "MarkJobFailed", "JobFailed", "JobNoLongerActive",
+}  # fmt: skip
+REQUIRED_LAMBDA_RETRY = {
+    "Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException", "Sandbox.Timedout", "States.Timeout",
+}  # fmt: skip
+REQUIRED_DYNAMODB_RETRY = {
+    "DynamoDB.ProvisionedThroughputExceededException", "DynamoDB.ThrottlingException",
+    "DynamoDB.RequestLimitExceeded", "DynamoDB.InternalServerError",
+}  # fmt: skip
+
+
+def scopes(definition: dict[str, Any] = DEFINITION, where: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(scope name, {"StartAt", "States"}) for the machine and every Map's item processor."""
+    yield where or "<top>", definition
+    for name, state in definition["States"].items():
+        if state["Type"] == "Map":
+            yield from scopes(state["ItemProcessor"], where=f"{where}{name}/")
+
+
+def all_states() -> Iterator[tuple[str, dict[str, Any]]]:
+    for _, scope in scopes():
+        yield from scope["States"].items()
+
+
+def tasks() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, state) for name, state in all_states() if state["Type"] == "Task"]
+
+
+def lambda_tasks() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, state) for name, state in tasks() if state["Resource"] != DDB_UPDATE]
+
+
+def ddb_tasks() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, state) for name, state in tasks() if state["Resource"] == DDB_UPDATE]
+
+
+def successors(state: dict[str, Any]) -> list[str]:
+    targets = [state.get("Next"), state.get("Default")]
+    targets += [rule["Next"] for rule in state.get("Choices", [])]
+    targets += [catcher["Next"] for catcher in state.get("Catch", [])]
+    return [t for t in targets if t]
+
+
+# --- the file is the code's output ------------------------------------------------------------
+def test_checked_in_definition_is_what_build_produces() -> None:
+    assert DEFINITION_PATH.read_text(encoding="utf-8") == render_definition(), (
+        "pipeline.asl.json is stale: run python -m pipeline.statemachine.build"
+    )
+    assert build.main(["--check"]) == 0
+
+
+def test_rendering_is_stable_pretty_json_with_trailing_newline() -> None:
+    text = render_definition()
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+    assert text == render_definition(json.loads(text))
+    assert json.loads(text) == DEFINITION
+
+
+def test_state_names_are_the_contract() -> None:
+    assert set(DEFINITION["States"]) == TOP_LEVEL_STATES
+    assert DEFINITION["StartAt"] == "MarkDetecting"
+    assert set(DEFINITION["States"]["DetectPII"]["ItemProcessor"]["States"]) == {
+        "DetectFile",
+        "DetectFileFailed",
+    }
+    assert set(DEFINITION["States"]["RedactPII"]["ItemProcessor"]["States"]) == {
+        "RedactFile",
+        "RedactFileFailed",
+    }
+    assert {name for name, _ in all_states()} == {s.value for s in State}
+
+
+# --- placeholders ------------------------------------------------------------------------------
+def test_placeholders_are_exactly_the_template_substitutions() -> None:
+    found = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", render_definition()))
+    template_names = {
+        "TrackingTableName",
+        "DetectFunctionArn",
+        "GenerateSyntheticFunctionArn",
+        "RedactFunctionArn",
+        "FinalizeFunctionArn",
+    }
+    assert found == set(PLACEHOLDERS) == template_names
+
+
+def test_load_definition_substitutes_every_placeholder() -> None:
+    subs = {name: f"value-of-{name}" for name in PLACEHOLDERS}
+    subs["TrackingTableName"] = 'table "quoted"'
+    loaded = json.loads(load_definition(subs))
+    assert "${" not in json.dumps(loaded)
+    assert loaded["States"]["MarkDetecting"]["Parameters"]["TableName"] == 'table "quoted"'
+    assert loaded["States"]["CheckDetectTolerance"]["Resource"] == "value-of-FinalizeFunctionArn"
+
+
+def test_load_definition_refuses_a_missing_substitution() -> None:
+    subs = {name: "x" for name in PLACEHOLDERS if name != "RedactFunctionArn"}
+    with pytest.raises(KeyError, match="RedactFunctionArn"):
+        load_definition(subs)
+
+
+# --- retries and catches -------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "state"), tasks(), ids=[name for name, _ in tasks()])
+def test_every_task_retries_transient_errors(name: str, state: dict[str, Any]) -> None:
+    [retrier] = state["Retry"]
+    assert retrier["IntervalSeconds"] == 10
+    assert retrier["MaxAttempts"] == 5
+    assert retrier["BackoffRate"] == 2.5
+    assert retrier.get("JitterStrategy", "FULL") == "FULL"
+    errors = set(retrier["ErrorEquals"])
+    if state["Resource"] == DDB_UPDATE:
+        assert errors == set(DYNAMODB_TRANSIENT_ERRORS) >= REQUIRED_DYNAMODB_RETRY
+    else:
+        assert errors == set(LAMBDA_TRANSIENT_ERRORS) >= REQUIRED_LAMBDA_RETRY
+    # A failed condition is a decision, not a fault: retrying it would only delay the stop.
+    assert CONDITIONAL_CHECK_FAILED not in errors
+    assert ALL_ERRORS not in errors
+
+
+def test_lambda_tasks_invoke_by_function_arn() -> None:
+    """Direct ARN: the output is the function's return value (no Payload wrapper) on AWS and moto."""
+    resources = {name: state["Resource"] for name, state in lambda_tasks()}
+    assert resources == {
+        "DetectFile": "${DetectFunctionArn}",
+        "RedactFile": "${RedactFunctionArn}",
+        "CheckDetectTolerance": "${FinalizeFunctionArn}",
+        "GenerateSynthetic": "${GenerateSyntheticFunctionArn}",
+        "PrepareComplete": "${FinalizeFunctionArn}",
+    }
+    assert all("TimeoutSeconds" not in state for _, state in lambda_tasks()), "the function's timeout governs"
+
+
+def test_no_catch_anywhere_overwrites_the_state_input() -> None:
+    """Every catcher adds the error under a field, so job fields (and a Map item's file key)
+    survive into the error path."""
+    for name, state in all_states():
+        for catcher in state.get("Catch", []):
+            assert re.fullmatch(r"\$\.[a-z_]+", catcher.get("ResultPath", "$")), (name, catcher)
+            assert catcher["ResultPath"] not in {"$.job_id", "$.started_at", "$.file_key", "$.detection"}
+
+
+@pytest.mark.parametrize(
+    ("map_state", "task", "failed", "key_path", "item_field"),
+    [
+        ("DetectPII", "DetectFile", "DetectFileFailed", "$.file_key", "file_key"),
+        ("RedactPII", "RedactFile", "RedactFileFailed", "$.detection.file_key", "detection"),
+    ],
+)
+def test_per_file_failure_is_recorded_with_its_key(
+    map_state: str, task: str, failed: str, key_path: str, item_field: str
+) -> None:
+    assert task in {s.value for s in PER_FILE_TASKS}
+    processor = DEFINITION["States"][map_state]["ItemProcessor"]
+    [catcher] = processor["States"][task]["Catch"]
+    assert catcher == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}
+    assert DEFINITION["States"][map_state]["ItemSelector"][f"{item_field}.$"] == "$$.Map.Item.Value"
+    recorded = processor["States"][failed]
+    assert recorded["Type"] == "Pass" and recorded.get("End") is True
+    assert recorded["Parameters"]["file_key.$"] == key_path
+    assert recorded["Parameters"]["outcome"] == "failed"
+    assert recorded["Parameters"]["phase"] == map_state.removesuffix("PII").lower()
+    assert recorded["Parameters"]["error.$"] == "$.error.Error"
+    assert recorded["Parameters"]["cause.$"] == "$.error.Cause"
+
+
+@pytest.mark.parametrize("name", [s.value for s in JOB_LAMBDA_TASKS])
+def test_job_level_lambda_failure_fails_the_job_with_its_reason(name: str) -> None:
+    state = DEFINITION["States"][name]
+    assert state["Catch"] == [
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkJobFailed"}
+    ]
+    params = DEFINITION["States"]["MarkJobFailed"]["Parameters"]["ExpressionAttributeValues"]
+    assert params[":error"] == {"S.$": "$.error.Error"}
+    assert params[":cause"] == {"S.$": "$.error.Cause"}
+    assert DEFINITION["States"]["JobFailed"] == {
+        "Type": "Fail",
+        "ErrorPath": "$.error.Error",
+        "CausePath": "$.error.Cause",
+    }
+
+
+@pytest.mark.parametrize(("name", "state"), ddb_tasks(), ids=[name for name, _ in ddb_tasks()])
+def test_status_write_stops_when_the_record_moved_on(name: str, state: dict[str, Any]) -> None:
+    first = state["Catch"][0]
+    assert first["ErrorEquals"] == [CONDITIONAL_CHECK_FAILED]
+    assert first["Next"] == "JobNoLongerActive"
+    rest = state["Catch"][1:]
+    if name in {"MarkJobFailed", "MarkToleranceFailed"}:
+        assert rest == []
+    else:
+        assert rest == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkJobFailed"}]
+
+
+# --- status writes come from the one enum ------------------------------------------------------
+@pytest.mark.parametrize(("name", "state"), ddb_tasks(), ids=[name for name, _ in ddb_tasks()])
+def test_status_condition_is_allowed_predecessors(name: str, state: dict[str, Any]) -> None:
+    params = state["Parameters"]
+    values = params["ExpressionAttributeValues"]
+    target = JobStatus(values[":status"]["S"])
+    assert STATUS_TASKS[State(name)] is target
+    assert params["ExpressionAttributeNames"]["#status"] == "status"
+    listed = re.fullmatch(r"#status IN \(([^)]*)\)", params["ConditionExpression"])
+    assert listed, params["ConditionExpression"]
+    allowed = [JobStatus(values[token.strip()]["S"]) for token in listed.group(1).split(",")]
+    assert allowed == list(allowed_predecessors(target))
+    assert params["Key"] == {"job_id": {"S.$": "$.job_id"}, "started_at": {"S.$": "$.started_at"}}
+    assert params["TableName"] == "${TrackingTableName}"
+    assert state["ResultPath"] is None
+
+
+@pytest.mark.parametrize(("name", "state"), ddb_tasks(), ids=[name for name, _ in ddb_tasks()])
+def test_active_status_is_set_while_active_and_removed_on_terminal(name: str, state: dict[str, Any]) -> None:
+    params = state["Parameters"]
+    expression = params["UpdateExpression"]
+    target = JobStatus(params["ExpressionAttributeValues"][":status"]["S"])
+    assert "#updated_at = :updated_at" in expression
+    assert params["ExpressionAttributeValues"][":updated_at"] == {"S.$": "$$.State.EnteredTime"}
+    if target.is_terminal:
+        assert expression.endswith(" REMOVE #active_status")
+        assert "#active_status = " not in expression
+    else:
+        assert "#active_status = :status" in expression
+        assert "REMOVE" not in expression
+
+
+@pytest.mark.parametrize(("name", "state"), ddb_tasks(), ids=[name for name, _ in ddb_tasks()])
+def test_expression_names_and_values_are_all_used(name: str, state: dict[str, Any]) -> None:
+    """DynamoDB rejects a request with unused expression names or values (ValidationException)."""
+    params = state["Parameters"]
+    text = params["UpdateExpression"] + " " + params["ConditionExpression"]
+    used_names = set(re.findall(r"#\w+", text))
+    used_values = set(re.findall(r":\w+", text))
+    assert set(params["ExpressionAttributeNames"]) == used_names
+    assert {key.removesuffix(".$") for key in params["ExpressionAttributeValues"]} == used_values
+
+
+def test_every_status_is_written_by_exactly_the_expected_tasks() -> None:
+    written = {
+        name: JobStatus(s["Parameters"]["ExpressionAttributeValues"][":status"]["S"])
+        for name, s in ddb_tasks()
+    }
+    assert written == {name.value: status for name, status in STATUS_TASKS.items()}
+    assert set(written.values()) == set(JobStatus) - {JobStatus.QUEUED, JobStatus.IN_PROGRESS}
+
+
+def test_terminal_writes_record_the_outcome() -> None:
+    complete = DEFINITION["States"]["WorkflowComplete"]["Parameters"]["ExpressionAttributeValues"]
+    assert complete[":failed_files.$"] == "$.check.failed_files_ddb"
+    assert complete[":redaction_results.$"] == "$.check.redaction_results_ddb"
+    assert complete[":mapping_s3_key.$"] == "$.check.mapping_s3_key_ddb"
+    tolerance = DEFINITION["States"]["MarkToleranceFailed"]["Parameters"]["ExpressionAttributeValues"]
+    assert tolerance[":error"] == {"S": "FailureToleranceExceeded"}
+    assert tolerance[":failed_files.$"] == "$.check.failed_files_ddb"
+    assert DEFINITION["States"]["ToleranceExceeded"]["Error"] == "FailureToleranceExceeded"
+
+
+# --- graph -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("scope", "machine"), list(scopes()), ids=[scope for scope, _ in scopes()])
+def test_every_transition_target_exists_in_its_scope(scope: str, machine: dict[str, Any]) -> None:
+    states = machine["States"]
+    assert machine["StartAt"] in states
+    for name, state in states.items():
+        for target in successors(state):
+            assert target in states, f"{scope}{name} -> {target} does not exist"
+        ends = state["Type"] in {"Succeed", "Fail"} or state.get("End") is True
+        assert ends or state["Type"] == "Choice" or "Next" in state, f"{scope}{name} goes nowhere"
+        assert not ("Next" in state and state.get("End")), f"{scope}{name} has both Next and End"
+
+
+@pytest.mark.parametrize(("scope", "machine"), list(scopes()), ids=[scope for scope, _ in scopes()])
+def test_no_state_is_unreachable(scope: str, machine: dict[str, Any]) -> None:
+    states = machine["States"]
+    seen, todo = set(), [machine["StartAt"]]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(successors(states[name]))
+    assert seen == set(states), f"unreachable in {scope}: {sorted(set(states) - seen)}"
+
+
+def test_tolerance_choices_go_on_only_on_an_explicit_true() -> None:
+    for name, go_on in (
+        ("DetectToleranceChoice", "DropFiles"),
+        ("CompleteToleranceChoice", "WorkflowComplete"),
+    ):
+        choice = DEFINITION["States"][name]
+        assert choice["Choices"] == [
+            {"Variable": "$.check.within_tolerance", "BooleanEquals": True, "Next": go_on}
+        ]
+        assert choice["Default"] == "MarkToleranceFailed"
+
+
+def test_redaction_mode_choice() -> None:
+    choice = DEFINITION["States"]["CheckRedactionMode"]
+    assert choice["Choices"] == [
+        {"Variable": "$.redaction_mode", "StringEquals": "synthetic", "Next": "MarkGeneratingSynthetic"}
+    ]
+    assert choice["Default"] == "SetEmptyMapping"
+    assert DEFINITION["States"]["SetEmptyMapping"]["Result"] == {"mapping_s3_key": None}
+
+
+def test_drop_files_keeps_only_what_later_states_read() -> None:
+    kept = {key.removesuffix(".$") for key in DEFINITION["States"]["DropFiles"]["Parameters"]}
+    assert kept == {
+        "job_id", "started_at", "execution_name", "bucket", "output_bucket",
+        "detect_results", "unsupported", "redaction_mode", "trace",
+    }  # fmt: skip
+
+
+# --- limits ------------------------------------------------------------------------------------
+def test_maps_run_two_files_at_a_time_and_carry_the_trace() -> None:
+    maps = {name: s for name, s in all_states() if s["Type"] == "Map"}
+    assert set(maps) == {"DetectPII", "RedactPII"}
+    for state in maps.values():
+        assert state["MaxConcurrency"] == 2
+        assert state["ItemSelector"]["trace.$"] == "$.trace"
+        assert state["ItemProcessor"]["ProcessorConfig"] == {"Mode": "INLINE"}
+    assert maps["DetectPII"]["ItemsPath"] == "$.files"
+    assert maps["RedactPII"]["ItemsPath"] == "$.detect_results"
+    assert maps["RedactPII"]["ItemSelector"]["mapping_s3_key.$"] == "$.mapping.mapping_s3_key"
+
+
+def test_workflow_times_out_before_the_stale_job_window() -> None:
+    assert DEFINITION["TimeoutSeconds"] == WORKFLOW_TIMEOUT_SECONDS
+    stale_window_seconds = Settings().stale_job_minutes * 60
+    assert stale_window_seconds > WORKFLOW_TIMEOUT_SECONDS
+
+
+def test_one_task_retry_chain_fits_in_the_workflow_timeout() -> None:
+    """A task that uses all its retries (the longest waits, before jitter) still leaves time."""
+    waits = sum(10 * 2.5**attempt for attempt in range(5))
+    assert waits < WORKFLOW_TIMEOUT_SECONDS / 2
+
+
+# --- AWS's own schema --------------------------------------------------------------------------
+def test_definition_passes_cfn_lint_state_machine_schema() -> None:
+    """cfn-lint (offline) validates the ASL structure the way CloudFormation's linter does."""
+    from cfnlint.api import lint
+
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Resources": {
+            "Workflow": {
+                "Type": "AWS::StepFunctions::StateMachine",
+                "Properties": {
+                    "RoleArn": "arn:aws:iam::123456789012:role/workflow",
+                    "Definition": DEFINITION,
+                    "DefinitionSubstitutions": {name: "x" for name in PLACEHOLDERS},
+                },
+            }
+        },
+    }
+    matches = lint(json.dumps(template), regions=["us-east-1"])
+    assert [str(match) for match in matches] == []
