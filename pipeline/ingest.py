@@ -50,23 +50,30 @@ def ingest_object(
     settings: Settings,
     now: datetime,
 ) -> IngestResult:
-    """Add one created object to its job's pending run, creating (and announcing) the run if needed."""
+    """Add one created object to its job's pending run, creating (and announcing) one if none is.
+
+    The candidate run is written first, then claimed as the job's pending run: if another run
+    is already pending, the file joins it and the unannounced candidate is discarded.
+    """
     job_id = job_id_for_key(created.key, settings.job_folder_depth)
-    candidate = format_timestamp(now)
+    candidate = RunRef(job_id, format_timestamp(now))
+    if not store.create_run(candidate, [created.key], created.bucket, now, lead=False):
+        raise IngestContentionError("a run with this start time already exists; the event is retried")
+    delay = message_delay(job_id, created.key, settings)
     for _ in range(_MAX_ATTEMPTS):
-        pending = RunRef(job_id, store.claim_pending(job_id, candidate))
-        if pending.started_at == candidate:
-            if store.create_run(pending, [created.key], created.bucket, now):
-                send(JobMessage(job_id, pending.started_at, created.bucket), message_delay(job_id, created.key, settings))
-                return IngestResult(IngestOutcome.NEW_RUN, pending)
-        else:
-            added = store.add_file_to_pending(pending, created.key, now)
-            if added is PendingAdd.ADDED:
-                return IngestResult(IngestOutcome.JOINED_PENDING_RUN, pending)
+        pending = RunRef(job_id, store.claim_pending(job_id, candidate.started_at))
+        if pending == candidate:
+            store.advance_head(candidate, now)
+            send(JobMessage(job_id, candidate.started_at, created.bucket), delay)
+            return IngestResult(IngestOutcome.NEW_RUN, candidate)
+        added = store.add_file_to_pending(pending, created.key, now)
+        if added is not PendingAdd.CLOSED:
+            store.discard_unannounced_run(candidate)
             if added is PendingAdd.ALREADY_PRESENT:
                 # A redelivered event: its first attempt may have died before announcing the run.
-                send(JobMessage(job_id, pending.started_at, created.bucket), message_delay(job_id, created.key, settings))
+                send(JobMessage(job_id, pending.started_at, created.bucket), delay)
                 return IngestResult(IngestOutcome.REANNOUNCED, pending)
-        # The pending run started (or never got written): stop routing files to it, then retry.
-        store.clear_pending(pending)
+            return IngestResult(IngestOutcome.JOINED_PENDING_RUN, pending)
+        store.clear_pending(pending)  # the pending run started: stop routing files to it
+    store.discard_unannounced_run(candidate)
     raise IngestContentionError(f"job's pending run kept moving after {_MAX_ATTEMPTS} attempts")

@@ -1,31 +1,250 @@
-"""The `pipeops` command line: thin wiring over the pipeline, monitors and sandbox."""
+"""The `pipeops` command line: thin wiring over the pipeline, monitors and sandbox.
+
+Every command finds the stack's resources from its Outputs (`--stack-name`), talks to AWS or
+to a sandbox (`--endpoint-url`, or AWS_ENDPOINT_URL), and prints rich text or `--json`.
+"""
 
 from __future__ import annotations
 
 import json
+import signal
+import sys
+import threading
 from importlib.metadata import version
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-app = typer.Typer(help="Observability and reliability for serverless file-processing pipelines.", no_args_is_help=True)
+from pipeops import render
+from pipeops.resources import Connection, StackNotFoundError
+
+app = typer.Typer(
+    help="Observability and reliability for serverless file-processing pipelines.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+sandbox_app = typer.Typer(help="The embedded sandbox: template.yaml on moto with the real handlers.", no_args_is_help=True)
+job_app = typer.Typer(help="One job in detail.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(job_app, name="job")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print versioned JSON for scripts.")]
+EndpointOption = Annotated[
+    str | None, typer.Option("--endpoint-url", help="AWS endpoint, e.g. the sandbox's (default: AWS_ENDPOINT_URL).")
+]
+StackOption = Annotated[str | None, typer.Option("--stack-name", help="The pipeops stack (default: pipeops).")]
+RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region (default: AWS_REGION or us-east-1).")]
+
+
+def _connect(stack_name: str | None, endpoint_url: str | None, region: str | None):
+    connection = Connection.resolve(stack_name, endpoint_url, region)
+    try:
+        return connection, connection.resources()
+    except StackNotFoundError as exc:
+        render.console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
 
 
 @app.command("version")
-def show_version(as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts.")) -> None:
+def show_version(as_json: JsonOption = False) -> None:
     """Print the installed pipeops version."""
     installed = version("pipeops")
-    typer.echo(json.dumps({"version": installed}) if as_json else installed)
+    if as_json:
+        render.emit_json("version", {"version": installed})
+    else:
+        typer.echo(installed)
 
 
 @app.command()
-def demo() -> None:
-    """Run the reference pipeline end to end on the embedded sandbox."""
-    typer.echo("The demo arrives with the embedded sandbox (issue 3): nothing to run yet.")
+def demo(
+    as_json: JsonOption = False,
+    samples: Annotated[Path, typer.Option(help="Folder to upload (default: the bundled sample dataset).")] = Path(),
+) -> None:
+    """Run the reference pipeline end to end on an in-process sandbox and check its invariants.
+
+    Uploads the sample dataset in blackout and in synthetic mode, shows progress until every
+    file's run is terminal, prints each job and the health snapshot. Exits 1 if a file is lost
+    or an invariant fails.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pipeops.demo import MODES, SAMPLES_DIR, run_mode, sample_files
+
+    files = sample_files(samples if samples != Path() else SAMPLES_DIR)
+    if not files:
+        render.console.print(f"[red]error:[/red] no files under {samples}")
+        raise typer.Exit(2)
+    results = []
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=render.console, disable=as_json, transient=False,
+    ) as progress:
+        tasks = {mode: progress.add_task(f"{mode}: files accounted for", total=len(files)) for mode in MODES}
+        for mode in MODES:
+            results.append(run_mode(mode, files, lambda m, done, total: progress.update(tasks[m], completed=done)))
+    violations = [f"{r.mode}: {v}" for r in results for v in r.violations]
+    if as_json:
+        render.emit_json("demo", {"modes": [r.__dict__ for r in results], "violations": violations})
+    else:
+        for result in results:
+            render.console.print(render.runs_table(f"{result.mode} mode: {result.files} files in {result.seconds:.1f} s", result.runs))
+            render.console.print(render.health_table(result.health, result.findings))
+            render.console.print(
+                f"peak running executions {result.peak_running}, peak active_count {result.peak_active} "
+                f"(max {result.max_concurrency})"
+            )
+        if violations:
+            render.console.print("[red]invariants violated:[/red]\n" + "\n".join(violations))
+        else:
+            render.console.print(
+                "[green]all invariants hold:[/green] every file reached a terminal outcome, the semaphore is "
+                "back to zero, running executions never exceeded the max, the DLQ is empty"
+            )
+    if violations:
+        raise typer.Exit(1)
+
+
+@sandbox_app.command("up")
+def sandbox_up(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 0,
+    stack_name: Annotated[str, typer.Option("--stack-name", help="Name of the deployed stack.")] = "pipeops",
+    time_scale: Annotated[float, typer.Option(help="Factor in (0, 1] that shortens every wait.")] = 0.05,
+    parameter: Annotated[list[str] | None, typer.Option(help="Stack parameter KEY=VALUE (repeatable).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Serve the sandbox on loopback until Ctrl-C: template.yaml deployed, handlers running."""
+    from sandbox.clock import TimeScale
+    from sandbox.sandbox import Sandbox
+
+    parameters = dict(p.split("=", 1) for p in parameter or [])
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with Sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=TimeScale(time_scale)) as sbx:
+        info = {"endpoint_url": sbx.endpoint_url, "stack_name": stack_name, "outputs": dict(sbx.outputs)}
+        if as_json:
+            print(json.dumps(info), flush=True)
+        else:
+            render.console.print(f"sandbox serving at [bold]{sbx.endpoint_url}[/bold] (stack {stack_name}); Ctrl-C stops it")
+            for key, value in sorted(sbx.outputs.items()):
+                render.console.print(f"  {key:32} {value}")
+            render.console.print(f"try: pipeops status --endpoint-url {sbx.endpoint_url}")
+            sys.stdout.flush()
+        try:
+            while not stopped.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+    if not as_json:
+        render.console.print("sandbox stopped")
+
+
+@app.command()
+def upload(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to upload (folders recursively).")],
+    prefix: Annotated[str, typer.Option(help="Key prefix, e.g. 'claims/'.")] = "",
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Upload files to the pipeline's input bucket (keys relative to each folder given)."""
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    s3 = connection.client("s3")
+    uploaded = []
+    for path in paths:
+        if not path.exists():
+            render.console.print(f"[red]error:[/red] {path} does not exist")
+            raise typer.Exit(2)
+        files = [(p, p.relative_to(path).as_posix()) for p in sorted(path.rglob("*")) if p.is_file()] if path.is_dir() else [(path, path.name)]
+        for local, relative in files:
+            key = f"{prefix}{relative}"
+            s3.upload_file(str(local), resources.InputBucketName, key)
+            uploaded.append(key)
+    if as_json:
+        render.emit_json("upload", {"bucket": resources.InputBucketName, "keys": uploaded})
+    else:
+        render.console.print(f"uploaded {len(uploaded)} file(s) to {resources.InputBucketName}")
+
+
+@app.command()
+def status(
+    endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
+) -> None:
+    """Queue and DLQ depth, oldest message age, active_count and holders, running executions, jobs by status."""
+    from pipeops.views import status as status_view
+
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    view = status_view(resources, connection.client)
+    if as_json:
+        render.emit_json("status", view.to_dict())
+    else:
+        data = view.to_dict()
+        render.console.print(render.health_table(data, data["findings"]))
+
+
+@app.command()
+def jobs(
+    status_filter: Annotated[str | None, typer.Option("--status", help="Only runs in this status, e.g. FAILED.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs, newest first.")] = 50,
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List job runs, newest first, optionally by status."""
+    from pipeline.status import JobStatus
+    from pipeops.views import jobs as jobs_view
+
+    wanted = None
+    if status_filter:
+        try:
+            wanted = JobStatus(status_filter.upper())
+        except ValueError:
+            render.console.print(f"[red]error:[/red] unknown status {status_filter!r}; one of {', '.join(JobStatus)}")
+            raise typer.Exit(2) from None
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    runs = jobs_view(resources, connection.client, wanted, limit)
+    if as_json:
+        render.emit_json("jobs", runs)
+    else:
+        render.console.print(render.runs_table(f"{len(runs)} run(s)", runs))
+
+
+@job_app.command("show")
+def job_show(
+    job_id: Annotated[str, typer.Argument(help="The job id: a folder ('claims/') or a root-level file key.")],
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A job's runs, its execution's state path, each file's outcome and its log lines."""
+    from pipeops.views import job_detail
+
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    try:
+        detail = job_detail(resources, connection.client, job_id)
+    except LookupError as exc:
+        render.console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if as_json:
+        render.emit_json("job", detail.to_dict())
+        return
+    render.console.print(render.runs_table(f"job {job_id}", detail.runs))
+    render.console.print("state path: " + (" → ".join(detail.state_path) or "-"))
+    for key, outcome in detail.file_outcomes.items():
+        render.console.print(f"  {key}: {outcome}")
+    render.console.print(f"{len(detail.log_lines)} log line(s):")
+    for line in detail.log_lines:
+        render.console.print(f"  {line.get('timestamp', '')} {line['function']} {line.get('level', '')} {line.get('message', '')}")
 
 
 @app.command("metrics")
-def metrics_catalog(as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts.")) -> None:
+def metrics_catalog(as_json: JsonOption = False) -> None:
     """List the metric catalog: every metric the pipeline emits, its unit and meaning."""
+    from rich.table import Table
+
     from pipeline.telemetry.catalog import CATALOG, NAMESPACE
 
     rows = [
@@ -33,17 +252,14 @@ def metrics_catalog(as_json: bool = typer.Option(False, "--json", help="Print JS
         for spec in CATALOG.values()
     ]
     if as_json:
-        typer.echo(json.dumps({"namespace": NAMESPACE, "metrics": rows}, indent=2))
+        render.emit_json("metrics", {"namespace": NAMESPACE, "metrics": rows})
         return
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"Metrics in namespace {NAMESPACE}")
     for column in ("name", "unit", "description"):
         table.add_column(column)
     for row in rows:
         table.add_row(row["name"], row["unit"], row["description"])
-    Console().print(table)
+    render.console.print(table)
 
 
 if __name__ == "__main__":

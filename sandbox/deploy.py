@@ -57,6 +57,8 @@ LOG = logging.getLogger("sandbox.deploy")
 DEFAULT_STACK_NAME = "pipeops"
 CAPABILITIES = ("CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND")
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
+# At or below this time-scale factor, Retry backoff is flattened (see scale_definition).
+FLATTEN_BACKOFF_AT = 0.1
 # moto's ASL parser accepts only integers >= 1 for Retry IntervalSeconds (no 0, no floats).
 MIN_RETRY_INTERVAL_SECONDS = 1
 REAL_TIME = TimeScale(1.0)
@@ -126,8 +128,9 @@ def scale_definition(definition: Mapping[str, Any], time_scale: TimeScale) -> di
     """A copy of an ASL definition with its waits shortened by `time_scale`.
 
     - Retry `IntervalSeconds` (default 1) and `MaxDelaySeconds`: ceil(s x factor), at least 1 --
-      moto's parser rejects 0 and any non-integer (1.0 included). MaxAttempts, BackoffRate and
-      JitterStrategy are kept: they are behaviour, not time.
+      moto's parser rejects 0 and any non-integer (1.0 included). MaxAttempts and JitterStrategy
+      are kept: they are behaviour. At factors <= FLATTEN_BACKOFF_AT, BackoffRate becomes 1.0:
+      the floor of 1 s would otherwise leave the chain's later waits uncompressed.
     - Wait `Seconds`: ceil(s x factor) (0 is accepted). `SecondsPath`/`Timestamp` are left alone.
     - `TimeoutSeconds` / `HeartbeatSeconds` (machine and states): ceil(s x effective), where
       effective = max(factor, the largest ratio new/old of the waits above). The floor of 1 s makes
@@ -139,8 +142,8 @@ def scale_definition(definition: Mapping[str, Any], time_scale: TimeScale) -> di
 
     For this pipeline (IntervalSeconds 10, MaxAttempts 5, BackoffRate 2.5, JitterStrategy FULL) a
     task's worst-case retry waits are 10 x (1 + 2.5 + 6.25 + 15.625 + 39.0625) = 644 s in AWS; at
-    any factor <= 0.1 they are 64.4 s (interval 1 s; FULL jitter draws each wait in [0, w], so
-    about half on average), and TimeoutSeconds 1500 becomes 150.
+    any factor <= 0.1 they are 5 s (interval 1 s, backoff flattened; FULL jitter draws each wait
+    in [0, w], so about half on average), and TimeoutSeconds 1500 becomes 150.
     """
     scaled = copy.deepcopy(dict(definition))
     if time_scale.is_real:
@@ -164,6 +167,10 @@ def scale_definition(definition: Mapping[str, Any], time_scale: TimeScale) -> di
                 )
                 if "MaxDelaySeconds" in retrier:
                     retrier["MaxDelaySeconds"] = shorten(retrier["MaxDelaySeconds"], 1)
+                if retrier.get("BackoffRate", 1) > 1 and factor <= FLATTEN_BACKOFF_AT:
+                    # With intervals floored at 1 s, backoff alone would keep a failing task's
+                    # retries at 64 s: flatten it so the chain is compressed too. Attempts stay.
+                    retrier["BackoffRate"] = 1.0
             if state.get("Type") == "Wait" and "Seconds" in state:
                 state["Seconds"] = shorten(state["Seconds"], 0)
     effective = max(ratios)

@@ -48,6 +48,16 @@ FAKE_CREDENTIALS = {
 _NOISY_LOGGERS = ("moto.stepfunctions.parser", "werkzeug", "moto")
 
 
+# Template parameters that are waits (seconds, as SQS delays): the time scale shortens them too.
+WAIT_PARAMETERS = {"FolderSettleSeconds": 30, "CapacityRetrySeconds": 30}
+
+
+def scaled_parameters(parameters: Mapping[str, str], time_scale: TimeScale) -> dict[str, str]:
+    """Stack parameters with the template's default waits scaled; explicit values win."""
+    scaled = {name: str(round(time_scale.scale(default))) for name, default in WAIT_PARAMETERS.items()}
+    return scaled | dict(parameters)
+
+
 @dataclass
 class Sandbox:
     """The whole embedded AWS. Use as a context manager; `serve=True` serves it on loopback."""
@@ -90,7 +100,7 @@ class Sandbox:
             ).install()
             self.deployment = deploy(
                 self.stack_name,
-                parameters=dict(self.parameters),
+                parameters=scaled_parameters(self.parameters, self.time_scale),
                 region=self.region,
                 endpoint_url=self.endpoint_url,
                 time_scale=self.time_scale,

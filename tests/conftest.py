@@ -195,3 +195,35 @@ def eventbridge_object_created(bucket: str, key: str, size: int = 10) -> dict[st
             "reason": "PutObject",
         },
     }
+
+
+# -- the embedded sandbox -------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_sandbox(aws_env: None):
+    """Start an in-process sandbox (template.yaml deployed on moto, real handlers running).
+
+    Call it with stack parameters, e.g. `make_sandbox(MaxConcurrentWorkflows="2")`; it is stopped
+    (executions drained, patches removed) when the test ends.
+    """
+    from sandbox.sandbox import Sandbox
+
+    started: list[Sandbox] = []
+
+    def start(**parameters: str) -> Sandbox:
+        sandbox = Sandbox(parameters=parameters).start()
+        started.append(sandbox)
+        _wiring.reset()
+        return sandbox
+
+    yield start
+    for sandbox in reversed(started):
+        sandbox.stop()
+    _wiring.reset()
+
+
+@pytest.fixture
+def sandbox(make_sandbox):
+    """A sandbox with the template's default parameters."""
+    return make_sandbox()

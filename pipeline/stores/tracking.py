@@ -28,6 +28,7 @@ from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
 
 HEAD_SORT_KEY = "#head"
 ACTIVE_INDEX = "active-jobs"
+STATUS_INDEX = "by-status"
 RETENTION = timedelta(days=90)
 FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
 _BATCH_GET_LIMIT = 100
@@ -146,8 +147,10 @@ class TrackingStore:
         bucket: str,
         now: datetime,
         extra: Mapping[str, Any] | None = None,
+        *,
+        lead: bool = True,
     ) -> bool:
-        """Write a new QUEUED run and point the job's head at it. False if the run exists."""
+        """Write a new QUEUED run and (with `lead`) point the job's head at it. False if it exists."""
         stamp = format_timestamp(now)
         item = {
             "job_id": run.job_id,
@@ -176,10 +179,25 @@ class TrackingStore:
             if _is_condition_failure(exc):
                 return False
             raise
-        self._advance_head(run, now)
+        if lead:
+            self.advance_head(run, now)
         return True
 
-    def _advance_head(self, run: RunRef, now: datetime) -> None:
+    def discard_unannounced_run(self, run: RunRef) -> None:
+        """Delete a QUEUED run that no message and no head points at (ingest's lost claim)."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=self._key(run.job_id, run.started_at),
+                ConditionExpression="#status = :queued",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":queued": {"S": JobStatus.QUEUED.value}},
+            )
+        except Exception as exc:
+            if not _is_condition_failure(exc):
+                raise
+
+    def advance_head(self, run: RunRef, now: datetime) -> None:
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -262,6 +280,42 @@ class TrackingStore:
                 for item in page.get("Items", []):
                     yield RunRecord.from_item(item)
 
+    def runs_with_status(self, status: JobStatus, limit: int = 50) -> list[RunRecord]:
+        """The most recently updated runs in `status`, newest first."""
+        paginator = self._client.get_paginator("query")
+        records: list[RunRecord] = []
+        for page in paginator.paginate(
+            TableName=self._table,
+            IndexName=STATUS_INDEX,
+            KeyConditionExpression="#status = :s",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":s": {"S": status.value}},
+            ScanIndexForward=False,
+        ):
+            for item in page.get("Items", []):
+                records.append(RunRecord.from_item(item))
+                if len(records) >= limit:
+                    return records
+        return records
+
+    def count_by_status(self) -> dict[JobStatus, int]:
+        """How many runs are in each status (index queries that count, never a table scan)."""
+        paginator = self._client.get_paginator("query")
+        counts: dict[JobStatus, int] = {}
+        for status in JobStatus:
+            counts[status] = sum(
+                page.get("Count", 0)
+                for page in paginator.paginate(
+                    TableName=self._table,
+                    IndexName=STATUS_INDEX,
+                    KeyConditionExpression="#status = :s",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues={":s": {"S": status.value}},
+                    Select="COUNT",
+                )
+            )
+        return counts
+
     # -- status -----------------------------------------------------------------------------
 
     def transition(
@@ -333,7 +387,11 @@ class TrackingStore:
     # -- pending runs (realtime folders) ----------------------------------------------------
 
     def claim_pending(self, job_id: str, candidate_started_at: str) -> str:
-        """The started_at of the job's pending run, making `candidate` pending if none is."""
+        """The started_at of the job's pending run, making `candidate` pending if none is.
+
+        Callers create the candidate run before claiming, so a pending pointer always names a
+        run that exists: a file never races a run that is still being written.
+        """
         response = self._client.update_item(
             TableName=self._table,
             Key=self._key(job_id, HEAD_SORT_KEY),

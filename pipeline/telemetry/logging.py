@@ -7,15 +7,34 @@ detected values or synthetic mappings: only keys, counts and types.
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 
 from aws_lambda_powertools import Logger
 
 CORRELATION_KEYS = ("job_id", "execution_name", "file_key", "message_id")
 
+
+
+class _CurrentStdout(io.TextIOBase):
+    """Writes to whatever `sys.stdout` is at the moment, like `print` (and EMF metrics) do.
+
+    powertools binds its stream once, at import; a runtime that captures each invocation's
+    stdout (the sandbox's, a test's) would otherwise miss every log line.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 logger = Logger(
     service=os.environ.get("POWERTOOLS_SERVICE_NAME", "pipeops"),
     level=os.environ.get("POWERTOOLS_LOG_LEVEL") or os.environ.get("LOG_LEVEL") or "INFO",
+    stream=_CurrentStdout(),
 )
 
 

@@ -83,3 +83,12 @@ def test_runs_of_a_job_are_listed_newest_first_without_the_head(store: TrackingS
     first = new_run(store)
     second = new_run(store, at=NOW + timedelta(minutes=1))
     assert [r.run for r in store.runs_of("claims/")] == [second, first]
+
+
+def test_runs_are_listed_and_counted_by_status_without_a_scan(store: TrackingStore) -> None:
+    done = new_run(store, "done/")
+    new_run(store, "waiting/")
+    store.transition(done, JobStatus.COMPLETE, NOW)
+    assert [r.run for r in store.runs_with_status(JobStatus.COMPLETE)] == [done]
+    counts = store.count_by_status()
+    assert counts[JobStatus.COMPLETE] == 1 and counts[JobStatus.QUEUED] == 1 and counts[JobStatus.FAILED] == 0

@@ -438,13 +438,17 @@ def test_tables(cfn: dict[str, Any]) -> None:
         {"AttributeName": "job_id", "KeyType": "HASH"},
         {"AttributeName": "started_at", "KeyType": "RANGE"},
     ]
-    (index,) = tracking["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "active-jobs"
-    assert index["KeySchema"] == [
+    indexes = {index["IndexName"]: index for index in tracking["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"active-jobs", "by-status"}
+    assert indexes["active-jobs"]["KeySchema"] == [
         {"AttributeName": "active_status", "KeyType": "HASH"},
         {"AttributeName": "updated_at", "KeyType": "RANGE"},
     ]
-    assert index["Projection"] == {"ProjectionType": "ALL"}
+    assert indexes["by-status"]["KeySchema"] == [
+        {"AttributeName": "status", "KeyType": "HASH"},
+        {"AttributeName": "updated_at", "KeyType": "RANGE"},
+    ]
+    assert all(index["Projection"] == {"ProjectionType": "ALL"} for index in indexes.values())
     coordination = properties(cfn, "CoordinationTable")
     assert coordination["KeySchema"] == [{"AttributeName": "doc_key", "KeyType": "HASH"}]
     for table in (tracking, coordination):

@@ -1,0 +1,138 @@
+"""What the CLI shows, as plain result objects: status, job lists, one job in detail.
+
+Each function reads through boto3 (AWS or the sandbox alike) and returns data; rendering is
+`pipeops.render`'s job, so every command can print rich text or JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from monitors.health import Finding, HealthSnapshot, assess, observe
+from pipeline.status import JobStatus
+from pipeline.stores.tracking import RunRecord, TrackingStore
+from pipeops.resources import StackResources
+
+Client = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class StatusView:
+    stack_name: str
+    snapshot: HealthSnapshot
+    findings: list[Finding]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stack": self.stack_name, **self.snapshot.to_dict(), "findings": [asdict(f) for f in self.findings]}
+
+
+def status(resources: StackResources, client: Client) -> StatusView:
+    snapshot = observe(resources, client)
+    return StatusView(resources.stack_name, snapshot, assess(snapshot))
+
+
+def run_summary(record: RunRecord) -> dict[str, Any]:
+    failed = record.failed_files
+    return {
+        "job_id": record.job_id,
+        "started_at": record.started_at,
+        "status": record.status.value,
+        "updated_at": record.updated_at,
+        "files": len(record.files),
+        "entities": dict(record.redaction_results.get("entities_by_type", {})),
+        "failed": {kind: failed.get(kind, []) for kind in ("detect", "redact", "unsupported", "empty")},
+        "error": record.error,
+        "execution_arn": record.execution_arn,
+    }
+
+
+def jobs(resources: StackResources, client: Client, status_filter: JobStatus | None, limit: int = 50) -> list[dict[str, Any]]:
+    store = TrackingStore(resources.TrackingTableName, client("dynamodb"))
+    statuses = [status_filter] if status_filter else list(JobStatus)
+    records: list[RunRecord] = []
+    for status_value in statuses:
+        records.extend(store.runs_with_status(status_value, limit))
+    records.sort(key=lambda r: r.updated_at, reverse=True)
+    return [run_summary(r) for r in records[:limit]]
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job_id: str
+    runs: list[dict[str, Any]]
+    state_path: list[str] = field(default_factory=list)
+    file_outcomes: dict[str, str] = field(default_factory=dict)
+    log_lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def file_outcomes(record: RunRecord) -> dict[str, str]:
+    """Each file of a run and what became of it."""
+    failed = record.failed_files
+    outcomes: dict[str, str] = {}
+    for entry in failed.get("detect", []):
+        outcomes[entry["key"]] = f"failed in detect: {entry.get('error')}"
+    for entry in failed.get("redact", []):
+        outcomes[entry["key"]] = f"failed in redact: {entry.get('error')}"
+    for key in failed.get("unsupported", []):
+        outcomes[key] = "unsupported"
+    for key in failed.get("empty", []):
+        outcomes[key] = "empty"
+    for key in record.files:
+        if key not in outcomes:
+            outcomes[key] = "redacted" if record.status is JobStatus.COMPLETE else record.status.value.lower()
+    return dict(sorted(outcomes.items()))
+
+
+def _state_path(sfn: Any, execution_arn: str | None) -> list[str]:
+    if not execution_arn:
+        return []
+    path: list[str] = []
+    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
+    for page in pages:
+        for event in page["events"]:
+            entered = event.get("stateEnteredEventDetails")
+            if entered and (not path or path[-1] != entered["name"]):
+                path.append(entered["name"])
+    return path
+
+
+def _log_lines(logs: Any, functions: Iterable[str], job_id: str, limit: int) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    for function in functions:
+        group = f"/aws/lambda/{function}"
+        try:
+            pages = logs.get_paginator("filter_log_events").paginate(logGroupName=group, filterPattern=json.dumps(job_id))
+            for page in pages:
+                for event in page.get("events", []):
+                    try:
+                        record = json.loads(event["message"])
+                    except (json.JSONDecodeError, TypeError):
+                        continue
+                    if isinstance(record, dict) and record.get("job_id") == job_id:
+                        lines.append({"function": function, **record})
+        except Exception as exc:
+            if "ResourceNotFound" not in type(exc).__name__ and "ResourceNotFound" not in str(exc):
+                raise
+    lines.sort(key=lambda r: str(r.get("timestamp", "")))
+    return lines[-limit:]
+
+
+def job_detail(resources: StackResources, client: Client, job_id: str, log_limit: int = 50) -> JobDetail:
+    store = TrackingStore(resources.TrackingTableName, client("dynamodb"))
+    runs = store.runs_of(job_id)
+    if not runs:
+        raise LookupError(f"no runs recorded for job {job_id!r} (job ids of folder jobs end with '/')")
+    latest = runs[0]
+    return JobDetail(
+        job_id=job_id,
+        runs=[run_summary(r) for r in runs],
+        state_path=_state_path(client("stepfunctions"), latest.execution_arn),
+        file_outcomes=file_outcomes(latest),
+        log_lines=_log_lines(client("logs"), resources.function_names, job_id, log_limit),
+    )
