@@ -34,7 +34,6 @@ import io
 import json
 import logging
 import math
-import os
 import re
 import threading
 import warnings
@@ -45,10 +44,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.template import TEMPLATE_PATH, load_template, transform
 
@@ -208,16 +206,7 @@ class _Aws:
     def client(self, service: str) -> Any:
         client = self._clients.get(service)
         if client is None:
-            kwargs: dict[str, Any] = {
-                "region_name": self.region,
-                "config": Config(retries={"max_attempts": 2, "mode": "standard"}),
-            }
-            if self.endpoint_url:
-                kwargs["endpoint_url"] = self.endpoint_url
-                if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
-                    kwargs["aws_access_key_id"] = "testing"  # a moto server accepts any key
-                    kwargs["aws_secret_access_key"] = "testing"
-            client = self._clients[service] = boto3.client(service, **kwargs)
+            client = self._clients[service] = sandbox_client(service, self.region, self.endpoint_url)
         return client
 
 

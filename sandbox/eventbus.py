@@ -64,7 +64,6 @@ import heapq
 import itertools
 import json
 import logging
-import os
 import queue
 import random
 import string
@@ -79,6 +78,7 @@ from typing import Any, Literal
 from urllib.parse import quote_plus
 
 from sandbox import schedules, status_events
+from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.runtime import InvokeResult, LambdaRuntime
 
@@ -909,22 +909,7 @@ class EventBus:
         with self._clients_lock:
             client = self._clients.get(service)
             if client is None:
-                import boto3
-                from botocore.config import Config
-
-                kwargs: dict[str, Any] = {
-                    "region_name": self.region,
-                    "config": Config(
-                        retries={"max_attempts": 2, "mode": "standard"},
-                        ignore_configured_endpoint_urls=self.endpoint_url is None,
-                    ),
-                }
-                if self.endpoint_url:
-                    kwargs["endpoint_url"] = self.endpoint_url
-                    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
-                        kwargs["aws_access_key_id"] = "testing"
-                        kwargs["aws_secret_access_key"] = "testing"  # sandbox only
-                client = boto3.client(service, **kwargs)
+                client = sandbox_client(service, self.region, self.endpoint_url)
                 self._clients[service] = client
             return client
 

@@ -71,6 +71,7 @@ from typing import Any
 
 from sandbox import emf
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
+from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 
 LOG = logging.getLogger("sandbox.runtime")
@@ -584,24 +585,7 @@ class LambdaRuntime:
         with self._clients_lock:
             client = self._clients.get(key)
             if client is None:
-                import boto3
-                from botocore.config import Config
-
-                kwargs: dict[str, Any] = {
-                    "region_name": region,
-                    # endpoint_url=None means in-process mock_aws: never follow an AWS_ENDPOINT_URL
-                    # that a function's environment may have put in os.environ meanwhile.
-                    "config": Config(
-                        retries={"max_attempts": 2, "mode": "standard"},
-                        ignore_configured_endpoint_urls=self.endpoint_url is None,
-                    ),
-                }
-                if self.endpoint_url:
-                    kwargs["endpoint_url"] = self.endpoint_url
-                    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
-                        kwargs["aws_access_key_id"] = "testing"
-                        kwargs["aws_secret_access_key"] = "testing"  # sandbox only
-                client = boto3.client(service, **kwargs)
+                client = sandbox_client(service, region, self.endpoint_url)
                 self._clients[key] = client
             return client
 

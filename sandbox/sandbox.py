@@ -26,8 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-
+from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
 from sandbox.eventbus import EventBus
@@ -200,9 +199,7 @@ class Sandbox:
     def client(self, service: str) -> Any:
         with self._clients_lock:
             if service not in self._clients:
-                self._clients[service] = boto3.session.Session().client(
-                    service, region_name=self.region, endpoint_url=self.endpoint_url
-                )
+                self._clients[service] = sandbox_client(service, self.region, self.endpoint_url)
             return self._clients[service]
 
     def wait_until_idle(self, timeout: float = 120.0) -> bool:

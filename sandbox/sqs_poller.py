@@ -60,13 +60,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 
 if TYPE_CHECKING:
@@ -819,25 +819,10 @@ class SqsEventSourcePoller:
         with self._clients_lock:
             client = self._clients.get(key)
             if client is None:
-                import boto3
-                from botocore.config import Config
 
-                kwargs: dict[str, Any] = {
-                    "region_name": region,
-                    # endpoint_url=None means in-process mock_aws: never follow an AWS_ENDPOINT_URL
-                    # that a function's environment may have put in os.environ meanwhile.
-                    "config": Config(
-                        retries={"max_attempts": 2, "mode": "standard"},
-                        ignore_configured_endpoint_urls=self.endpoint_url is None,
-                        read_timeout=max(60, self.poll_wait_seconds + 30),
-                    ),
-                }
-                if self.endpoint_url:
-                    kwargs["endpoint_url"] = self.endpoint_url
-                    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
-                        kwargs["aws_access_key_id"] = "testing"
-                        kwargs["aws_secret_access_key"] = "testing"  # sandbox only
-                client = boto3.client(service, **kwargs)
+                client = sandbox_client(
+                    service, region, self.endpoint_url, read_timeout=max(60, self.poll_wait_seconds + 30)
+                )
                 self._clients[key] = client
             return client
 

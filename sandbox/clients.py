@@ -1,0 +1,31 @@
+"""boto3 clients for the sandbox's own machinery (runtime, poller, event bus, deploy).
+
+`endpoint_url=None` means in-process `mock_aws`: such a client never follows an
+AWS_ENDPOINT_URL that a function's environment may have put in os.environ meanwhile. With an
+endpoint (a moto server) and no credentials around, fake ones are used: moto accepts any key.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+
+def sandbox_client(service: str, region: str, endpoint_url: str | None, *, read_timeout: int = 60) -> Any:
+    kwargs: dict[str, Any] = {
+        "region_name": region,
+        "config": Config(
+            retries={"max_attempts": 2, "mode": "standard"},
+            ignore_configured_endpoint_urls=endpoint_url is None,
+            read_timeout=read_timeout,
+        ),
+    }
+    if endpoint_url:
+        kwargs["endpoint_url"] = endpoint_url
+        if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+            kwargs["aws_access_key_id"] = "testing"  # sandbox only
+            kwargs["aws_secret_access_key"] = "testing"
+    return boto3.client(service, **kwargs)
