@@ -89,7 +89,7 @@ def _queue_depth(sqs: Any, url: str) -> QueueDepth:
 
 
 def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float | None:
-    """From the AWS/SQS metric (AWS publishes it; the sandbox may not): None when unknown."""
+    """The highest ApproximateAgeOfOldestMessage of the last minute (AWS/SQS; the sandbox publishes it too)."""
     response = cloudwatch.get_metric_statistics(
         Namespace="AWS/SQS",
         MetricName="ApproximateAgeOfOldestMessage",

@@ -51,7 +51,7 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     age = health.get("oldest_message_age_seconds")
     rows = [
         ("main queue (visible / in flight / delayed)", f"{queue['visible']} / {queue['in_flight']} / {queue['delayed']}"),
-        ("oldest message age", "unknown (no AWS/SQS metric)" if age is None else f"{age:.0f} s"),
+        ("oldest message age (max, last minute)", "unknown (no AWS/SQS metric)" if age is None else f"{age:.0f} s"),
         ("DLQ depth", str(health["dead_letter_depth"])),
         ("tracker DLQ depth", str(health["tracker_dead_letter_depth"])),
         ("active_count / max", f"{health['active_count']} / {health['max_concurrency']}"),

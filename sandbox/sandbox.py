@@ -8,6 +8,7 @@ One object wires the parts that each add one missing behaviour of AWS (DESIGN.md
       + SqsEventSourcePoller   SQS event-source mappings with batches and partial batch failures
       + EventBus         EventBridge Lambda targets, S3 "Object Created", execution status changes,
                          schedules, retries and dead letters
+      + SqsMetricsPublisher    the AWS/SQS CloudWatch metrics (age of the oldest message, counts)
 
 `Sandbox` is used by the tests (in-process), by `pipeops demo` (in-process) and by
 `pipeops sandbox up` (served on 127.0.0.1, so other processes can point boto3 at it).
@@ -31,6 +32,7 @@ from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
 from sandbox.eventbus import EventBus
 from sandbox.runtime import LambdaRuntime
+from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
 from sandbox.template import PROJECT_ROOT
 
@@ -73,6 +75,7 @@ class Sandbox:
     runtime: LambdaRuntime | None = field(default=None, init=False)
     poller: SqsEventSourcePoller | None = field(default=None, init=False)
     bus: EventBus | None = field(default=None, init=False)
+    sqs_metrics: SqsMetricsPublisher | None = field(default=None, init=False)
     endpoint_url: str | None = field(default=None, init=False)
     _mock: Any = field(default=None, init=False, repr=False)
     _server: Any = field(default=None, init=False, repr=False)
@@ -108,6 +111,9 @@ class Sandbox:
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url, poll_wait_seconds=0
             ).start()
             self.bus = EventBus(self.runtime, region=self.region, endpoint_url=self.endpoint_url).start()
+            self.sqs_metrics = SqsMetricsPublisher(
+                region=self.region, endpoint_url=self.endpoint_url, time_scale=self.time_scale
+            ).start()
         except BaseException:
             self.stop()
             raise
@@ -135,7 +141,7 @@ class Sandbox:
 
     def stop(self) -> None:
         """Stop delivering, let running executions end, then take everything down."""
-        for part in (self.bus, self.poller):
+        for part in (self.sqs_metrics, self.bus, self.poller):
             if part is not None:
                 try:
                     part.stop()
@@ -160,7 +166,7 @@ class Sandbox:
             else:
                 os.environ[name] = value
         self._saved_env.clear()
-        self.bus = self.poller = None
+        self.bus = self.poller = self.sqs_metrics = None
 
     def __enter__(self) -> Sandbox:
         return self.start()

@@ -1,0 +1,95 @@
+"""The AWS/SQS CloudWatch metrics that moto does not publish, published by the sandbox.
+
+AWS publishes queue metrics every minute; moto publishes none, so a backlog-age alarm or the
+health snapshot's "oldest message age" would have nothing to read. This publisher reads moto's
+own queues (the backend lives in this process, in-process or served) and puts
+ApproximateAgeOfOldestMessage and the message counts under AWS/SQS with the QueueName dimension,
+as AWS does. Ages are reported in virtual seconds (real seconds / time-scale factor), so
+thresholds written for AWS read the same in the sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from sandbox.clients import sandbox_client
+from sandbox.clock import TimeScale
+
+LOG = logging.getLogger("sandbox.sqs_metrics")
+NAMESPACE = "AWS/SQS"
+
+
+def _queues(account_id: str, region: str) -> Iterator[Any]:
+    from moto.sqs.models import sqs_backends
+
+    yield from list(sqs_backends[account_id][region].queues.values())
+
+
+def queue_metrics(queue: Any, now_ms: int, time_scale: TimeScale) -> list[dict[str, Any]]:
+    """MetricData for one moto queue at `now_ms`."""
+    messages = list(queue._messages)  # moto's store: every message not yet deleted
+    oldest_ms = min((m.sent_timestamp for m in messages if m.sent_timestamp), default=None)
+    age = 0.0 if oldest_ms is None else time_scale.to_virtual(max(0, now_ms - oldest_ms) / 1000)
+    dimensions = [{"Name": "QueueName", "Value": queue.name}]
+    counts = {
+        "ApproximateNumberOfMessagesVisible": sum(1 for m in messages if m.visible and not m.delayed),
+        "ApproximateNumberOfMessagesNotVisible": sum(1 for m in messages if not m.visible),
+        "ApproximateNumberOfMessagesDelayed": sum(1 for m in messages if m.delayed),
+    }
+    data = [{"MetricName": "ApproximateAgeOfOldestMessage", "Dimensions": dimensions, "Unit": "Seconds", "Value": age}]
+    data += [{"MetricName": name, "Dimensions": dimensions, "Unit": "Count", "Value": value} for name, value in counts.items()]
+    return data
+
+
+class SqsMetricsPublisher:
+    """Publishes AWS/SQS metrics for every queue every `interval` real seconds, on a daemon thread."""
+
+    def __init__(
+        self,
+        *,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        account_id: str | None = None,
+        time_scale: TimeScale | None = None,
+        interval: float = 1.0,
+    ) -> None:
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        self.region = region
+        self.account_id = account_id or DEFAULT_ACCOUNT_ID
+        self.time_scale = time_scale or TimeScale(1.0)
+        self.interval = interval
+        self._cloudwatch = sandbox_client("cloudwatch", region, endpoint_url)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def publish_once(self) -> int:
+        now_ms = int(time.time() * 1000)
+        published = 0
+        for queue in _queues(self.account_id, self.region):
+            data = queue_metrics(queue, now_ms, self.time_scale)
+            self._cloudwatch.put_metric_data(Namespace=NAMESPACE, MetricData=data)
+            published += len(data)
+        return published
+
+    def start(self) -> SqsMetricsPublisher:
+        self._thread = threading.Thread(target=self._run, name="sandbox-sqs-metrics", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.publish_once()
+            except Exception:  # never let the publisher die silently
+                LOG.warning("could not publish SQS metrics", exc_info=True)
