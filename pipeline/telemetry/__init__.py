@@ -5,7 +5,7 @@ catalog (`pipeline.telemetry.catalog`), so dashboards, alarms and docs can be ge
 """
 
 from pipeline.telemetry.logging import logger
-from pipeline.telemetry.metrics import emit, metrics
+from pipeline.telemetry.metrics import emit
 from pipeline.telemetry.tracing import tracer
 
-__all__ = ["emit", "logger", "metrics", "tracer"]
+__all__ = ["emit", "logger", "tracer"]

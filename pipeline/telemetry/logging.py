@@ -39,17 +39,21 @@ logger = Logger(
 
 
 def correlate(**keys: str | None) -> None:
-    """Set the correlation keys for what follows; a None value removes the key."""
+    """Set the correlation keys for what follows on this thread; a None value removes the key.
+
+    Thread-safe keys: concurrent invocations in one interpreter (the sandbox) never see each
+    other's job ids.
+    """
     unknown = set(keys) - set(CORRELATION_KEYS)
     if unknown:
         raise ValueError(f"not correlation keys: {sorted(unknown)}")
     present = {k: v for k, v in keys.items() if v is not None}
     absent = [k for k, v in keys.items() if v is None]
     if absent:
-        logger.remove_keys(absent)
+        logger.thread_safe_remove_keys(absent)
     if present:
-        logger.append_keys(**present)
+        logger.thread_safe_append_keys(**present)
 
 
 def clear_correlation() -> None:
-    logger.remove_keys(list(CORRELATION_KEYS))
+    logger.thread_safe_remove_keys(list(CORRELATION_KEYS))

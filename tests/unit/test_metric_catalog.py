@@ -32,4 +32,4 @@ def test_no_code_adds_a_metric_except_through_the_catalog() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in {"add_metric", "put_metric_data"}:
                 offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == ["pipeline/telemetry/metrics.py"]
+    assert set(offenders) == {"pipeline/telemetry/metrics.py"}
