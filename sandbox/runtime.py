@@ -159,9 +159,12 @@ class LambdaContext:
 
 
 class _EnvOverlay:
-    """Applies a function's variables to os.environ; restores them when nothing is in flight.
+    """Applies a function's variables to os.environ; restores the originals on uninstall.
 
-    Every method must be called with `_ENV_LOCK` held.
+    Variables are only ever set while the runtime is installed, never deleted: any thread that
+    copies os.environ (botocore building a client does) would raise KeyError if a key vanished
+    under its iteration. A variable of another function may therefore remain visible; the
+    pipeline's functions share their values. Every method must be called with `_ENV_LOCK` held.
     """
 
     def __init__(self) -> None:
@@ -170,13 +173,11 @@ class _EnvOverlay:
         self._in_flight = 0
 
     def apply(self, env: dict[str, str]) -> None:
-        for key in self._applied - env.keys():
-            self._reset(key)
         for key, value in env.items():
             if key not in self._baseline:
                 self._baseline[key] = os.environ.get(key)
             os.environ[key] = value
-        self._applied = set(env)
+        self._applied |= set(env)
 
     def enter(self, env: dict[str, str]) -> None:
         self.apply(env)
@@ -184,8 +185,6 @@ class _EnvOverlay:
 
     def exit(self) -> None:
         self._in_flight = max(0, self._in_flight - 1)
-        if self._in_flight == 0:
-            self.restore()
 
     def restore(self) -> None:
         for key in list(self._baseline):

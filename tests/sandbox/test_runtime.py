@@ -149,10 +149,14 @@ def test_invoke_api_runs_the_real_handler_with_a_realistic_context(runtime):
     assert "Init Duration" in tail  # cold start
 
 
-def test_environment_is_restored_between_invocations(runtime):
+def test_environment_is_never_deleted_while_installed_and_restored_on_uninstall(runtime):
+    # Deleting a variable while another thread copies os.environ (botocore does) raises KeyError
+    # in that thread: function variables stay until the runtime is uninstalled.
     before = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
     make_function("sbx-echo-env", "sbx_echo.handler", env={"SBX_GREETING": "hi"})
     invoke("sbx-echo-env", {})
+    assert os.environ.get("SBX_GREETING") == "hi"
+    runtime.uninstall()
     assert os.environ.get("AWS_LAMBDA_FUNCTION_NAME") == before
     assert "SBX_GREETING" not in os.environ
     assert os.environ["AWS_DEFAULT_REGION"] == REGION
