@@ -88,6 +88,7 @@ class Router:
         if record.status.is_terminal or record.execution_arn:
             return RouteResult(RouteOutcome.DUPLICATE, name, record.execution_arn)
 
+        state_machine = self._settings.require("state_machine_arn")  # before a slot is taken
         acquired = self._semaphore.acquire(name, format_timestamp(now), self._settings.max_concurrent_workflows)
         if acquired is AcquireResult.AT_CAPACITY:
             self._defer(message, self._settings.capacity_retry_seconds)
@@ -99,7 +100,7 @@ class Router:
             raise
         if isinstance(prepared, RouteResult):
             return prepared
-        return self._start(prepared, trace)
+        return self._start(prepared, state_machine, trace)
 
     def _prepare(self, record: RunRecord, now: datetime) -> RunRecord | RouteResult:
         """Freeze the run's files; a RouteResult when there is nothing to start."""
@@ -125,11 +126,10 @@ class Router:
             return RouteResult(RouteOutcome.NOTHING_TO_PROCESS, name, unsupported=len(unsupported), queued_at=record.queued_at)
         return record
 
-    def _start(self, record: RunRecord, trace: Mapping[str, str]) -> RouteResult:
+    def _start(self, record: RunRecord, state_machine: str, trace: Mapping[str, str]) -> RouteResult:
         """StartExecution; the slot is given back only if no execution can be running."""
         name = record.run.execution_name
         files, unsupported = split_supported(record.files)
-        state_machine = self._settings.require("state_machine_arn")
         payload = json.dumps(execution_input(record, files, unsupported, self._settings, trace), ensure_ascii=False)
         try:
             arn = self._sfn.start_execution(stateMachineArn=state_machine, name=name, input=payload)["executionArn"]

@@ -150,3 +150,15 @@ def test_files_that_keep_arriving_after_their_folder_started_are_all_processed_i
     processed = sorted(key for r in runs if r for key in r.files)
     assert processed == [f"claims/{n}" for n in ("a.txt", "b.txt", "c.txt", "d.txt", "e.txt")]
     assert len(running_executions(resources)) == 3
+
+
+def test_a_router_without_its_state_machine_setting_takes_no_slot(resources, lambda_context, monkeypatch) -> None:
+    from pipeline.handlers import _wiring
+
+    message = queued_run(resources, "claims/", ["claims/a.txt"])
+    monkeypatch.delenv("STATE_MACHINE_ARN")
+    _wiring.reset()
+    with pytest.raises(BatchProcessingError):
+        deliver(resources, lambda_context, message)
+    assert semaphore(resources).read().active_count == 0
+    assert tracking(resources).get_run(message.run).status is JobStatus.QUEUED  # type: ignore[union-attr]
