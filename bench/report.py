@@ -697,13 +697,12 @@ def findings(results: Mapping[str, Any]) -> list[str]:
         )
     if results.get("meta", {}).get("warmup", True):
         out.append(
-            "**Cold start hazard (why there is a warm-up; seen while building this benchmark).** Handlers build their settings lazily from `os.environ` "
-            "at first use, during an invocation, while the sandbox applies the environment of whichever "
-            "invocation started last. In a cold burst of single-file jobs the router's first invocation can read "
-            "an Ingest invocation's environment, cache settings without STATE_MACHINE_ARN, and — since "
-            "`Router._start` reads it before its `try` — keep every slot it took: the pipeline stalls with 10 "
-            "runs IN_PROGRESS and no execution. `--no-warmup` can reproduce it (it is a race). The fix belongs in the handlers "
-            "(read settings at import, as sandbox/runtime.py asks) and the router (release on any error)."
+            "**Why there is a warm-up.** The warm-up measures steady state: every function has imported its "
+            "modules and built its clients once. While this benchmark was being built, cold bursts exposed two bugs, "
+            "both fixed since with tests: the sandbox runtime deleted environment variables while botocore copied "
+            "`os.environ` on another thread (a `KeyError` that failed 1-3 jobs per 100), and the router read its "
+            "state-machine setting after taking a slot (a missing setting leaked the slot). `--no-warmup` measures "
+            "the cold path."
         )
     return out
 
