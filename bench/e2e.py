@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench.e2e                      # default: ~3-4 minutes on 2 cores
     .venv/bin/python -m bench.e2e --quick              # ~1 minute
-    .venv/bin/python -m bench.e2e --files 200 --files-per-folder 10 --repeat 5 --out /tmp/perf.md
-    .venv/bin/python -m bench.e2e --json /tmp/r.json   # keep the raw results; --render /tmp/r.json re-renders
+    .venv/bin/python -m bench.e2e --files 200 --files-per-folder 10 --repeat 5 --out perf.md
+    .venv/bin/python -m bench.e2e --json results.json   # keep the raw results; --render results.json re-renders
 
 One run measures, in one process:
 1. Whole-pipeline throughput. Per configuration and repetition: a fresh `Sandbox` (its start-up --

@@ -1,6 +1,6 @@
 """Raw moto throughput, in-process: the floor under everything the sandbox does.
 
-The same four operations as the table in /work/shared/notes/MOTO.md, plus the cost of building a
+The same four operations as the table in the shared notes (notes/MOTO.md), plus the cost of building a
 boto3 client (moto's ASL interpreter builds one per Task state). Each measurement runs a fixed
 number of operations on a fresh `mock_aws` and reports operations (or messages) per second.
 """
