@@ -280,18 +280,21 @@ class TrackingStore:
                 for item in page.get("Items", []):
                     yield RunRecord.from_item(item)
 
-    def runs_with_status(self, status: JobStatus, limit: int = 50) -> list[RunRecord]:
-        """The most recently updated runs in `status`, newest first."""
-        paginator = self._client.get_paginator("query")
-        records: list[RunRecord] = []
-        for page in paginator.paginate(
+    def _status_pages(self, status: JobStatus, **extra: Any) -> Iterator[dict[str, Any]]:
+        """Pages of the `by-status` index for one status."""
+        return self._client.get_paginator("query").paginate(
             TableName=self._table,
             IndexName=STATUS_INDEX,
             KeyConditionExpression="#status = :s",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={":s": {"S": status.value}},
-            ScanIndexForward=False,
-        ):
+            **extra,
+        )
+
+    def runs_with_status(self, status: JobStatus, limit: int = 50) -> list[RunRecord]:
+        """The most recently updated runs in `status`, newest first."""
+        records: list[RunRecord] = []
+        for page in self._status_pages(status, ScanIndexForward=False):
             for item in page.get("Items", []):
                 records.append(RunRecord.from_item(item))
                 if len(records) >= limit:
@@ -300,21 +303,10 @@ class TrackingStore:
 
     def count_by_status(self) -> dict[JobStatus, int]:
         """How many runs are in each status (index queries that count, never a table scan)."""
-        paginator = self._client.get_paginator("query")
-        counts: dict[JobStatus, int] = {}
-        for status in JobStatus:
-            counts[status] = sum(
-                page.get("Count", 0)
-                for page in paginator.paginate(
-                    TableName=self._table,
-                    IndexName=STATUS_INDEX,
-                    KeyConditionExpression="#status = :s",
-                    ExpressionAttributeNames={"#status": "status"},
-                    ExpressionAttributeValues={":s": {"S": status.value}},
-                    Select="COUNT",
-                )
-            )
-        return counts
+        return {
+            status: sum(page.get("Count", 0) for page in self._status_pages(status, Select="COUNT"))
+            for status in JobStatus
+        }
 
     # -- status -----------------------------------------------------------------------------
 
