@@ -34,7 +34,7 @@ from sandbox.eventbus import EventBus
 from sandbox.runtime import LambdaRuntime
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
-from sandbox.template import PROJECT_ROOT
+from sandbox.template import PROJECT_ROOT, load_template
 
 LOG = logging.getLogger("sandbox")
 REGION = "us-east-1"
@@ -50,12 +50,15 @@ _NOISY_LOGGERS = ("moto.stepfunctions.parser", "werkzeug", "moto")
 
 
 # Template parameters that are waits (seconds, as SQS delays): the time scale shortens them too.
-WAIT_PARAMETERS = {"FolderSettleSeconds": 30, "CapacityRetrySeconds": 30}
+WAIT_PARAMETERS = ("FolderSettleSeconds", "CapacityRetrySeconds")
 
 
 def scaled_parameters(parameters: Mapping[str, str], time_scale: TimeScale) -> dict[str, str]:
     """Stack parameters with the template's default waits scaled; explicit values win."""
-    scaled = {name: str(round(time_scale.scale(default))) for name, default in WAIT_PARAMETERS.items()}
+    declared = load_template()["Parameters"]
+    scaled = {
+        name: str(round(time_scale.scale(float(declared[name]["Default"])))) for name in WAIT_PARAMETERS
+    }
     return scaled | dict(parameters)
 
 
