@@ -169,7 +169,6 @@ class _EnvOverlay:
 
     def __init__(self) -> None:
         self._baseline: dict[str, str | None] = {}
-        self._applied: set[str] = set()
         self._in_flight = 0
 
     def apply(self, env: dict[str, str]) -> None:
@@ -177,7 +176,6 @@ class _EnvOverlay:
             if key not in self._baseline:
                 self._baseline[key] = os.environ.get(key)
             os.environ[key] = value
-        self._applied |= set(env)
 
     def enter(self, env: dict[str, str]) -> None:
         self.apply(env)
@@ -190,7 +188,6 @@ class _EnvOverlay:
         for key in list(self._baseline):
             self._reset(key)
         self._baseline.clear()
-        self._applied.clear()
 
     def _reset(self, key: str) -> None:
         original = self._baseline.get(key)

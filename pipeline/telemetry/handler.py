@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.config import CURRENT_FUNCTION
-from pipeline.telemetry.logging import clear_correlation, logger
+from pipeline.telemetry.logging import logger
 from pipeline.telemetry.metrics import invocation_metrics
 from pipeline.telemetry.tracing import span
 
@@ -37,7 +37,6 @@ def instrumented(name: str) -> Callable[[Handler], Handler]:
         @functools.wraps(handler)
         def invoke(event: Any, context: Any) -> Any:
             function = getattr(context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME", name)
-            clear_correlation()
             logger.thread_safe_append_keys(
                 cold_start=_cold_start(function),
                 function_name=function,

@@ -16,7 +16,6 @@ from aws_lambda_powertools import Logger
 CORRELATION_KEYS = ("job_id", "execution_name", "file_key", "message_id")
 
 
-
 class _CurrentStdout(io.TextIOBase):
     """Writes to whatever `sys.stdout` is at the moment, like `print` (and EMF metrics) do.
 
@@ -53,7 +52,3 @@ def correlate(**keys: str | None) -> None:
         logger.thread_safe_remove_keys(absent)
     if present:
         logger.thread_safe_append_keys(**present)
-
-
-def clear_correlation() -> None:
-    logger.thread_safe_remove_keys(list(CORRELATION_KEYS))
