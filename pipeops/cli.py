@@ -113,15 +113,21 @@ def sandbox_up(
     parameter: Annotated[list[str] | None, typer.Option(help="Stack parameter KEY=VALUE (repeatable).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Serve the sandbox on loopback until Ctrl-C: template.yaml deployed, handlers running."""
+    """Serve the sandbox on loopback until Ctrl-C: template.yaml deployed, handlers running.
+
+    The endpoint is printed (with --json: `"ready": true`) once the stack is deployed and every
+    part runs; requests that arrive earlier are held until then.
+    """
     from sandbox.clock import TimeScale
     from sandbox.sandbox import Sandbox
 
     parameters = dict(p.split("=", 1) for p in parameter or [])
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    # The endpoint is printed only once every part runs: until then the served sandbox holds
+    # other clients' requests, so a script may also poll describe_stacks for CREATE_COMPLETE.
     with Sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=TimeScale(time_scale)) as sbx:
-        info = {"endpoint_url": sbx.endpoint_url, "stack_name": stack_name, "outputs": dict(sbx.outputs)}
+        info = {"endpoint_url": sbx.endpoint_url, "stack_name": stack_name, "ready": sbx.ready, "outputs": dict(sbx.outputs)}
         if as_json:
             print(json.dumps(info), flush=True)
         else:

@@ -3,6 +3,8 @@
 `endpoint_url=None` means in-process `mock_aws`: such a client never follows an
 AWS_ENDPOINT_URL that a function's environment may have put in os.environ meanwhile. With an
 endpoint (a moto server) and no credentials around, fake ones are used: moto accepts any key.
+Every such client marks its user agent with INTERNAL_USER_AGENT: a served sandbox lets these
+requests through while it starts and holds everyone else's (sandbox.serving).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+INTERNAL_USER_AGENT = "pipeops-sandbox-internal"
+
 
 def sandbox_client(service: str, region: str, endpoint_url: str | None, *, read_timeout: int = 60) -> Any:
     kwargs: dict[str, Any] = {
@@ -21,6 +25,7 @@ def sandbox_client(service: str, region: str, endpoint_url: str | None, *, read_
             retries={"max_attempts": 2, "mode": "standard"},
             ignore_configured_endpoint_urls=endpoint_url is None,
             read_timeout=read_timeout,
+            user_agent_extra=INTERNAL_USER_AGENT,
         ),
     }
     if endpoint_url:

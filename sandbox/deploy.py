@@ -38,7 +38,7 @@ import re
 import threading
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -581,6 +581,12 @@ def _correct_moto(
        Condition does not hold, so the template's DenyInsecureTransport would turn every
        put_object into a 403. It and any other resource moto skipped are listed in `skipped`.
 
+    6. Checked, not corrected: one resource, one name. For every bucket, table, queue, function and
+       state machine of the stack exactly one resource named after it exists in moto, and every
+       Output and function environment value that names one of them names that one. moto builds
+       a stack's resources lazily, so a stack read racing its creation can create a second copy;
+       a deployment where the Outputs and the functions disagree raises DeployError.
+
     Created as declared, no correction (pinned by the tests): queues (attributes, RedrivePolicy),
     tables (keys, GSIs, billing), event source mappings (BatchSize,
     MaximumBatchingWindowInSeconds, FunctionResponseTypes), rules (pattern, schedule, State,
@@ -592,6 +598,7 @@ def _correct_moto(
     _correct_buckets(stack)  # 3
     _correct_tables(stack)  # 4
     _create_skipped_resources(stack)  # 5
+    _verify_one_name_per_resource(stack)  # 6
     for line in stack.corrections:
         LOG.debug("%s: %s", stack.name, line)
     return Deployment(
@@ -883,3 +890,87 @@ def _create_skipped_resources(stack: _Stack) -> None:
             )
         stack.physical[logical] = physical
         stack.corrections.append(f"{logical}: created {resource_type} (moto skips it)")
+
+
+# Kinds whose physical names CloudFormation generates as <stack>-<logical id>-<suffix> (buckets in
+# lower case), and how to list what exists of each kind in moto.
+_NAMED_KINDS: dict[str, Callable[[_Aws], list[str]]] = {
+    "AWS::S3::Bucket": lambda aws: [b["Name"] for b in aws.client("s3").list_buckets()["Buckets"]],
+    "AWS::DynamoDB::Table": lambda aws: [
+        name
+        for page in aws.client("dynamodb").get_paginator("list_tables").paginate()
+        for name in page["TableNames"]
+    ],
+    "AWS::SQS::Queue": lambda aws: [
+        url for page in aws.client("sqs").get_paginator("list_queues").paginate() for url in page.get("QueueUrls", [])
+    ],
+    "AWS::Lambda::Function": lambda aws: [
+        f["FunctionName"]
+        for page in aws.client("lambda").get_paginator("list_functions").paginate()
+        for f in page["Functions"]
+    ],
+    STATE_MACHINE_TYPE: lambda aws: [
+        m["stateMachineArn"]
+        for page in aws.client("stepfunctions").get_paginator("list_state_machines").paginate()
+        for m in page["stateMachines"]
+    ],
+}
+
+
+def resource_name(value: str) -> str:
+    """The name inside a physical id: a queue URL's last segment, an ARN's resource name."""
+    if value.startswith(("https://", "http://")):
+        return value.rstrip("/").rsplit("/", 1)[-1]
+    if value.startswith("arn:"):
+        return value.rsplit(":", 1)[-1]
+    return value
+
+
+def name_family(name: str) -> tuple[str, int]:
+    """A generated name without its random suffix (and the suffix's length): copies of one
+    resource differ only in the suffix (`pipeops-TrackingTable-NHCIM2KOMK7H`)."""
+    base, _, suffix = resource_name(name).lower().rpartition("-")
+    return (base, len(suffix)) if base else (resource_name(name).lower(), 0)
+
+
+def naming_conflicts(
+    physical: Mapping[str, str], existing: Sequence[str], references: Mapping[str, str]
+) -> list[str]:
+    """What breaks "one resource, one name" (pure: the deploy check and its tests share it).
+
+    `physical`: logical id -> physical id of the stack's named resources; `existing`: the physical
+    ids of those kinds in moto; `references`: where a name is used ("Output TrackingTableName",
+    "RouterFunction env TRACKING_TABLE") -> the value used there.
+    """
+    problems = []
+    families = {name_family(value): logical for logical, value in physical.items()}
+    copies: dict[str, list[str]] = {logical: [] for logical in physical}
+    for value in existing:
+        if (owner := families.get(name_family(value))) is not None:
+            copies[owner].append(value)
+    for logical, found in sorted(copies.items()):
+        if [resource_name(v) for v in found] != [resource_name(physical[logical])]:
+            problems.append(f"{logical}: {len(found)} resources carry its name in moto: {sorted(found)}")
+    for where, value in sorted(references.items()):
+        owner = families.get(name_family(value))
+        if owner is not None and resource_name(value) != resource_name(physical[owner]):
+            problems.append(f"{where} = {value!r}, but the stack's {owner} is {physical[owner]!r}")
+    return problems
+
+
+def _verify_one_name_per_resource(stack: _Stack) -> None:
+    physical = {
+        logical: stack.physical[logical]
+        for kind in _NAMED_KINDS
+        for logical in stack.of_type(kind)
+        if stack.physical.get(logical)
+    }
+    existing = [name for list_existing in _NAMED_KINDS.values() for name in list_existing(stack.aws)]
+    references = {f"Output {key}": value for key, value in stack.outputs.items()}
+    for logical in stack.of_type("AWS::Lambda::Function"):
+        variables = (stack.function_config(stack.physical[logical]).get("Environment") or {}).get("Variables", {})
+        references.update({f"{logical} env {key}": str(value) for key, value in variables.items()})
+    problems = naming_conflicts(physical, existing, references)
+    if problems:
+        raise DeployError(f"stack {stack.name}: one resource, one name does not hold: " + "; ".join(problems))
+    stack.corrections.append(f"checked: {len(physical)} named resources, one each, named alike everywhere")

@@ -344,15 +344,22 @@ class EventBus:
             return self
         if not self.runtime.installed:
             raise RuntimeError("the LambdaRuntime must be installed before the EventBus starts")
-        _install(self)
+        # Queues and the started flag first: once the seams are installed, an S3 event may arrive
+        # on another thread at once, and it must find somewhere to go (it is queued until the
+        # workers below start), never an empty shard list.
+        self._queues = [queue.Queue() for _ in range(self._n_workers)]
         self._stopping.clear()
         self._started = True
+        try:
+            _install(self)
+        except BaseException:
+            self._started = False
+            raise
         if self._watcher is not None:
             try:
                 self._watcher.baseline()
             except Exception:
                 LOG.warning("could not take the Step Functions baseline", exc_info=True)
-        self._queues = [queue.Queue() for _ in range(self._n_workers)]
         self._threads = [
             threading.Thread(target=self._work, args=(q,), name=f"sandbox-eventbus-{i}", daemon=True)
             for i, q in enumerate(self._queues)

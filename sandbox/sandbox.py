@@ -27,11 +27,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.clients import sandbox_client
+from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
 from sandbox.eventbus import EventBus
 from sandbox.runtime import LambdaRuntime
+from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
 from sandbox.template import PROJECT_ROOT, load_template
@@ -85,10 +86,12 @@ class Sandbox:
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
     _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _gate: ReadinessGate = field(default_factory=ReadinessGate, init=False, repr=False)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> Sandbox:
+        """Deploy and start every part; served, the endpoint answers others only once all run."""
         for name in _NOISY_LOGGERS:
             logging.getLogger(name).setLevel(logging.ERROR)
         self._set_env({"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region})
@@ -117,23 +120,31 @@ class Sandbox:
             self.sqs_metrics = SqsMetricsPublisher(
                 region=self.region, endpoint_url=self.endpoint_url, time_scale=self.time_scale
             ).start()
-        except BaseException:
+        except BaseException as exc:
+            self._gate.fail(f"{type(exc).__name__}: {exc}")
             self.stop()
             raise
+        self._gate.open()
         return self
+
+    @property
+    def ready(self) -> bool:
+        """Every part runs: a served sandbox now answers requests other than its own."""
+        return self._gate.ready
 
     def _start_aws(self) -> None:
         if self.serve:
-            from moto.server import ThreadedMotoServer
-
-            self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+            self._server = GatedMotoServer(self._gate, ip_address="127.0.0.1", port=self.port)
             self._server.start()
             host, port = self._server.get_host_and_port()
             self.endpoint_url = f"http://{host}:{port}"
             # Step Functions tasks call Lambda back over HTTP; handlers reach the server too.
             self._set_env({"MOTO_PORT": str(port), "AWS_ENDPOINT_URL": self.endpoint_url})
             request = urllib.request.Request(
-                f"{self.endpoint_url}/moto-api/config", data=json.dumps(EXECUTING).encode(), method="POST"
+                f"{self.endpoint_url}/moto-api/config",
+                data=json.dumps(EXECUTING).encode(),
+                method="POST",
+                headers={"User-Agent": INTERNAL_USER_AGENT},
             )
             urllib.request.urlopen(request, timeout=10).close()
         elif self.manage_mock:

@@ -567,3 +567,27 @@ def test_stop_is_prompt_and_restores_moto(make_bus, runtime) -> None:
     assert notifications._send_event_bridge_message.__module__ == "moto.s3.notifications"
     with pytest.raises(RuntimeError):
         bus.emit({"source": "x", "detail-type": "y"})
+
+
+def test_an_event_arriving_the_instant_the_bus_installs_is_delivered(
+    runtime, recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3 events may arrive on another thread as soon as the seams are in: they must be queued
+    for the workers, not fail on an empty shard list (ZeroDivisionError) or be dropped."""
+    import sandbox.eventbus as eventbus
+
+    target = make_function("sbx-evt-early")
+    make_rule("early", [{"Id": "t", "Arn": target}], {"source": ["pipeops.test"]})
+    installed = eventbus._install
+
+    def install_then_emit(bus: EventBus) -> None:
+        installed(bus)
+        bus.emit({"source": "pipeops.test", "detail-type": "Early", "detail": {"n": 1}})
+
+    monkeypatch.setattr(eventbus, "_install", install_then_emit)
+    bus = EventBus(runtime, region=REGION, poll_interval=0.05, time_scale=TimeScale(0.02)).start()
+    try:
+        assert bus.wait_until_idle(10)
+        assert [e["detail"] for e in of(recorded, "sbx-evt-early")] == [{"n": 1}]
+    finally:
+        bus.stop()

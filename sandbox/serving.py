@@ -1,0 +1,89 @@
+"""Serving the sandbox on loopback, ready only when it says so.
+
+`ThreadedMotoServer` answers as soon as it binds its port, but the sandbox is not a working AWS
+until the stack is deployed and corrected and the runtime, the SQS poller and the event bus run.
+A client that polls `describe_stacks` in that window sees `CREATE_COMPLETE` (moto's
+`create_stack` is synchronous) and uploads into a pipeline that cannot yet deliver its events;
+worse, moto builds a stack's resources lazily, so a `describe_stacks` racing `create_stack`
+creates a second copy of a table that the stack's Outputs then name.
+
+`GatedMotoServer` therefore holds every request that is not the sandbox's own until the
+`ReadinessGate` opens: a client's first call simply takes as long as the start-up, as a call to a
+stack still `CREATE_IN_PROGRESS` would have to wait. If the start-up fails, held and later
+requests get HTTP 503 with the reason. The sandbox's own clients identify themselves by the
+user-agent marker that `sandbox.clients.sandbox_client` adds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
+
+from sandbox.clients import INTERNAL_USER_AGENT
+
+# How long a client's request may be held while the sandbox starts (a start takes seconds).
+MAX_HOLD_SECONDS = 600.0
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class ReadinessGate:
+    """Closed while the sandbox starts; opened once it is ready, or failed with a reason."""
+
+    def __init__(self) -> None:
+        self._settled = threading.Event()
+        self._failure: str | None = None
+
+    def open(self) -> None:
+        self._settled.set()
+
+    def fail(self, reason: str) -> None:
+        self._failure = reason
+        self._settled.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._settled.is_set() and self._failure is None
+
+    def wait(self, timeout: float) -> str | None:
+        """Block until settled; None when ready, else why the sandbox cannot answer."""
+        if not self._settled.wait(timeout):
+            return f"the sandbox did not become ready within {timeout:.0f} s"
+        return None if self._failure is None else f"the sandbox failed to start: {self._failure}"
+
+    def wrap(self, app: WsgiApp, max_hold_seconds: float = MAX_HOLD_SECONDS) -> WsgiApp:
+        def gated(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if not self.ready and INTERNAL_USER_AGENT not in environ.get("HTTP_USER_AGENT", ""):
+                problem = self.wait(max_hold_seconds)
+                if problem is not None:
+                    body = json.dumps({"__type": "ServiceUnavailable", "message": problem}).encode()
+                    start_response(
+                        "503 Service Unavailable",
+                        [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+                    )
+                    return [body]
+            return app(environ, start_response)
+
+        return gated
+
+
+class GatedMotoServer(ThreadedMotoServer):
+    """moto's threaded server with a readiness gate in front of its WSGI app."""
+
+    def __init__(self, gate: ReadinessGate, ip_address: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(ip_address=ip_address, port=port, verbose=False)
+        self.gate = gate
+
+    def _server_entry(self) -> None:  # moto seam: the same app ThreadedMotoServer builds, gated
+        app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server(
+            self._ip_address, self._port, self.gate.wrap(app), True, request_handler=MotoRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
