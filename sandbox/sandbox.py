@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox import moto_seams
 from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
@@ -87,6 +88,7 @@ class Sandbox:
     _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _gate: ReadinessGate = field(default_factory=ReadinessGate, init=False, repr=False)
+    _seams_installed: bool = field(default=False, init=False, repr=False)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -99,6 +101,8 @@ class Sandbox:
             if self.serve or not os.environ.get(name):
                 self._set_env({name: value})
         try:
+            moto_seams.install()
+            self._seams_installed = True
             self._start_aws()
             self.runtime = LambdaRuntime(
                 region=self.region,
@@ -171,6 +175,9 @@ class Sandbox:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        if self._seams_installed:
+            moto_seams.uninstall()
+            self._seams_installed = False
         if self._server is not None:
             self._server.stop()
             self._server = None
