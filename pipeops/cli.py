@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from pipeops import render
-from pipeops.resources import Connection, StackNotFoundError
+from pipeops.resources import Connection, NoCredentialsError, StackNotFoundError
 
 app = typer.Typer(
     help="Observability and reliability for serverless file-processing pipelines.",
@@ -41,7 +41,7 @@ def _connect(stack_name: str | None, endpoint_url: str | None, region: str | Non
     connection = Connection.resolve(stack_name, endpoint_url, region)
     try:
         return connection, connection.resources()
-    except StackNotFoundError as exc:
+    except (StackNotFoundError, NoCredentialsError) as exc:
         render.console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
 

@@ -79,6 +79,21 @@ def test_a_served_sandbox_answers_the_cli_and_plain_boto3_in_other_processes(tmp
         )
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["data"]["stack"] == "pipeops"
+        # A fresh laptop: no credentials anywhere. Against the sandbox that is fine...
+        bare_env = env | {"HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true"}
+        bare = subprocess.run(
+            [sys.executable, "-m", "pipeops.cli", "status", "--endpoint-url", endpoint, "--json"],
+            capture_output=True, text=True, env=bare_env, timeout=120, check=False,
+        )
+        assert bare.returncode == 0, bare.stdout + bare.stderr
+        assert json.loads(bare.stdout)["data"]["stack"] == "pipeops"
+        # ...against AWS it says what is missing and how to provide it, not "no stack".
+        against_aws = subprocess.run(
+            [sys.executable, "-m", "pipeops.cli", "status"],
+            capture_output=True, text=True, env=bare_env, timeout=120, check=False,
+        )
+        said = " ".join(against_aws.stdout.split())
+        assert against_aws.returncode == 2 and "no AWS credentials found" in said and "AWS_PROFILE" in said
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                           aws_access_key_id="x", aws_secret_access_key="x")
         assert info["outputs"]["InputBucketName"] in {b["Name"] for b in s3.list_buckets()["Buckets"]}
