@@ -4,19 +4,29 @@ A job's pending run is QUEUED and still accepts files; its message is sent once,
 created, with a delay for folder jobs so files uploaded together land in one run. A file that
 arrives after the router froze the run starts the next run: no file is dropped because its
 folder already started (DESIGN.md failure mode 10).
+
+S3 and EventBridge deliver at least once, and a timed-out ingest is retried while its first
+attempt may still be running. So each object *version* is put into exactly one run: the write
+that puts the file into a run also writes the object's claim (its version and run) in the same
+conditional transaction. A later delivery of a claimed version puts the file nowhere; a newer
+version (a real overwrite) is processed again. Powertools' Idempotency utility is not used: its
+INPROGRESS record expires after a timed-out attempt, letting a retry run again, it is written
+apart from the run (a crash between the two is a window), it cannot order versions, and it would
+replay the first answer where a redelivery must look at the run as it is now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pipeline.config import Settings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp, job_id_for_key
-from pipeline.s3events import ObjectCreated
-from pipeline.stores.tracking import PendingAdd, TrackingStore
+from pipeline.s3events import ObjectCreated, VersionOrder, compare_versions
+from pipeline.status import JobStatus
+from pipeline.stores.tracking import ClaimWrite, ObjectClaim, TrackingStore
 
 MAX_SQS_DELAY_SECONDS = 900
 _MAX_ATTEMPTS = 5
@@ -25,7 +35,18 @@ _MAX_ATTEMPTS = 5
 class IngestOutcome(StrEnum):
     NEW_RUN = "new_run"
     JOINED_PENDING_RUN = "joined_pending_run"
-    REANNOUNCED = "reannounced"
+    REANNOUNCED = "reannounced"  # already in a run that has not started: announced again
+    DUPLICATE = "duplicate"  # this version is in a run that started or ended: nothing to do
+    STALE = "stale"  # a newer version of the object is claimed already: superseded
+
+
+class Delivery(StrEnum):
+    """What to do with one delivered event, given the object's claim."""
+
+    PROCESS = "process"
+    REANNOUNCE = "reannounce"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
 
 
 @dataclass(frozen=True)
@@ -35,12 +56,39 @@ class IngestResult:
 
 
 class IngestContentionError(RuntimeError):
-    """The job's pending run kept changing under us; the event is retried."""
+    """The job's pending run or the object's claim kept changing under us; the event is retried."""
 
 
 def message_delay(job_id: str, key: str, settings: Settings) -> int:
     """Folder jobs wait for their siblings to arrive; a single-file job goes at once."""
     return 0 if job_id == key else min(settings.folder_settle_seconds, MAX_SQS_DELAY_SECONDS)
+
+
+def judge_delivery(order: VersionOrder | None, claimed_run_status: JobStatus | None) -> Delivery:
+    """Decide from the event's version relative to the claim (None: no claim) and the claimed
+    run's status (None: the run is gone).
+
+    Whenever the event is not processed and the claimed run is still QUEUED, it is announced
+    again: the attempt that created that run may have died before sending its message (a newer
+    version that joined the run afterwards does not announce it). An announcement is harmless
+    twice: the router starts a run once. An event whose version cannot be placed (UNORDERED: no
+    sequencer or version id on both sides) folds into a claimed run that has not read the object
+    yet, and is otherwise processed again: a second run is better than a dropped overwrite.
+    """
+    if order is None or order is VersionOrder.NEWER:
+        return Delivery.PROCESS
+    if claimed_run_status is JobStatus.QUEUED:
+        return Delivery.REANNOUNCE
+    if order is VersionOrder.SAME:
+        return Delivery.DUPLICATE
+    if order is VersionOrder.OLDER:
+        return Delivery.STALE
+    return Delivery.PROCESS
+
+
+def _candidate(job_id: str, now: datetime, attempt: int) -> RunRef:
+    """A new run's key; a later attempt shifts by microseconds so it never meets its own key."""
+    return RunRef(job_id, format_timestamp(now + timedelta(microseconds=attempt)))
 
 
 def ingest_object(
@@ -50,30 +98,61 @@ def ingest_object(
     settings: Settings,
     now: datetime,
 ) -> IngestResult:
-    """Add one created object to its job's pending run, creating (and announcing) one if none is.
+    """Put one created object version into its job's pending run, or a new announced run.
 
-    The candidate run is written first, then claimed as the job's pending run: if another run
-    is already pending, the file joins it and the unannounced candidate is discarded.
+    Each attempt reads the claim and decides; a file goes into a run only together with its
+    claim, conditional on the claim being as read, so of racing deliveries one wins and the
+    others decide again and find the version claimed.
     """
     job_id = job_id_for_key(created.key, settings.job_folder_depth)
-    candidate = RunRef(job_id, format_timestamp(now))
-    if not store.create_run(candidate, [created.key], created.bucket, now, lead=False):
-        raise IngestContentionError("a run with this start time already exists; the event is retried")
     delay = message_delay(job_id, created.key, settings)
-    for _ in range(_MAX_ATTEMPTS):
-        pending = RunRef(job_id, store.claim_pending(job_id, candidate.started_at))
-        if pending == candidate:
-            store.advance_head(candidate, now)
-            send(JobMessage(job_id, candidate.started_at, created.bucket), delay)
-            return IngestResult(IngestOutcome.NEW_RUN, candidate)
-        added = store.add_file_to_pending(pending, created.key, now)
-        if added is not PendingAdd.CLOSED:
-            store.discard_unannounced_run(candidate)
-            if added is PendingAdd.ALREADY_PRESENT:
-                # A redelivered event: its first attempt may have died before announcing the run.
-                send(JobMessage(job_id, pending.started_at, created.bucket), delay)
-                return IngestResult(IngestOutcome.REANNOUNCED, pending)
-            return IngestResult(IngestOutcome.JOINED_PENDING_RUN, pending)
-        store.clear_pending(pending)  # the pending run started: stop routing files to it
-    store.discard_unannounced_run(candidate)
-    raise IngestContentionError(f"job's pending run kept moving after {_MAX_ATTEMPTS} attempts")
+    for attempt in range(_MAX_ATTEMPTS):
+        claim = store.object_claim(created.bucket, created.key)
+        if claim is not None:
+            claimed = store.get_run(claim.run)
+            order = compare_versions(created.version, claim.version)
+            delivery = judge_delivery(order, claimed.status if claimed else None)
+            if delivery is not Delivery.PROCESS:
+                return _answer_repeat(delivery, claim, created, store, send, delay, now)
+
+        pending = store.pending_run(job_id)
+        run = pending or _candidate(job_id, now, attempt)
+        successor = (
+            claim.succeeded_by(run, created.version)
+            if claim
+            else ObjectClaim(created.bucket, created.key, run, created.version)
+        )
+        if pending is None:
+            written = store.open_run_with_claim(successor, created.bucket, now)
+            if written is ClaimWrite.WRITTEN:
+                store.advance_head(run, now)
+                send(JobMessage(job_id, run.started_at, created.bucket), delay)
+                return IngestResult(IngestOutcome.NEW_RUN, run)
+        else:
+            written = store.join_run_with_claim(successor, now)
+            if written is ClaimWrite.WRITTEN:
+                return IngestResult(IngestOutcome.JOINED_PENDING_RUN, run)
+            if written is ClaimWrite.RUN_CLOSED:
+                store.clear_pending(run)  # the pending run started: stop routing files to it
+        # CLAIM_MOVED, PENDING_MOVED, RUN_EXISTS, CONFLICT: nothing was written; look again.
+    raise IngestContentionError(
+        f"job's pending run or object claim kept moving after {_MAX_ATTEMPTS} attempts"
+    )
+
+
+def _answer_repeat(
+    delivery: Delivery,
+    claim: ObjectClaim,
+    created: ObjectCreated,
+    store: TrackingStore,
+    send: Callable[[JobMessage, int], None],
+    delay: int,
+    now: datetime,
+) -> IngestResult:
+    """A delivery whose file is in a run already (or superseded): announce again or do nothing."""
+    if delivery is Delivery.REANNOUNCE:
+        store.advance_head(claim.run, now)  # idempotent: the first attempt may have died before it
+        send(JobMessage(claim.run.job_id, claim.run.started_at, created.bucket), delay)
+        return IngestResult(IngestOutcome.REANNOUNCED, claim.run)
+    outcome = IngestOutcome.DUPLICATE if delivery is Delivery.DUPLICATE else IngestOutcome.STALE
+    return IngestResult(outcome, claim.run)

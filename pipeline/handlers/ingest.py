@@ -4,14 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.aws import client
 from pipeline.handlers import _wiring
 from pipeline.ingest import IngestOutcome, ingest_object
 from pipeline.jobs import utc_now
 from pipeline.s3events import objects_in
+from pipeline.stores.tracking import TrackingStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
 from pipeline.telemetry.logging import correlate
+
+# Which metrics each outcome counts: a file is ingested once per version, however often its
+# event arrives; every other delivery is a duplicate.
+_METRICS = {
+    IngestOutcome.NEW_RUN: (Metric.FILES_INGESTED, Metric.JOBS_QUEUED),
+    IngestOutcome.JOINED_PENDING_RUN: (Metric.FILES_INGESTED,),
+    IngestOutcome.REANNOUNCED: (Metric.DUPLICATE_DELIVERIES,),
+    IngestOutcome.DUPLICATE: (Metric.DUPLICATE_DELIVERIES,),
+    IngestOutcome.STALE: (Metric.DUPLICATE_DELIVERIES,),
+}
+_INGESTED = frozenset({IngestOutcome.NEW_RUN, IngestOutcome.JOINED_PENDING_RUN})
+
+
+@_wiring.built_once
+def _store() -> TrackingStore:
+    """Ingest's tracking store also writes object claims (to the coordination table)."""
+    settings = _wiring.settings()
+    return TrackingStore(
+        settings.require("tracking_table"),
+        client("dynamodb"),
+        claims_table=settings.require("coordination_table"),
+    )
 
 
 @instrumented("ingest")
@@ -21,9 +45,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     for message_id, created in objects_in(event):
         correlate(file_key=created.key, message_id=message_id)
         try:
-            result = ingest_object(
-                created, _wiring.tracking_store(), _wiring.job_queue().send, _wiring.settings(), utc_now()
-            )
+            result = ingest_object(created, _store(), _wiring.job_queue().send, _wiring.settings(), utc_now())
         except Exception:
             if message_id is None:
                 raise
@@ -31,8 +53,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             failures.append({"itemIdentifier": message_id})
             continue
         correlate(job_id=result.run.job_id, execution_name=result.run.execution_name)
-        emit(Metric.FILES_INGESTED)
-        if result.outcome is not IngestOutcome.JOINED_PENDING_RUN:
-            emit(Metric.JOBS_QUEUED)
-        logger.info("file ingested", extra={"outcome": result.outcome.value, "started_at": result.run.started_at})
+        for metric in _METRICS[result.outcome]:
+            emit(metric)
+        logger.info(
+            "file ingested" if result.outcome in _INGESTED else "delivery already accounted for",
+            extra={
+                "outcome": result.outcome.value,
+                "started_at": result.run.started_at,
+                "sequencer": created.version.sequencer,
+            },
+        )
     return {"batchItemFailures": failures}

@@ -8,6 +8,12 @@ it ends: it keys the sparse `active-jobs` index, so "which jobs are active" is a
 Head items: key (job_id, "#head"). `latest_started_at` lets the batch trigger read the latest run
 of many jobs with two BatchGetItem calls instead of one query per job; `pending_started_at` names
 the QUEUED run that still accepts files arriving in the job's folder (DESIGN.md failure mode 10).
+
+Object claims live in the coordination table (its idempotency half), key `object#<bucket>/<key>`:
+the latest version of an S3 object ingest has seen and the run it put that version in. A claim is
+written in the same transaction that puts the file into a run, so "claimed" and "in a run" can
+never disagree, and a redelivered event finds its version already claimed. (Not in this table: a
+claim is no run, and every reader of run items would have to learn to skip it.)
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from pipeline.aws import error_code
 from pipeline.jobs import RunRef, format_timestamp
+from pipeline.s3events import ObjectVersion
 from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
 
 HEAD_SORT_KEY = "#head"
@@ -31,6 +38,7 @@ ACTIVE_INDEX = "active-jobs"
 STATUS_INDEX = "by-status"
 RETENTION = timedelta(days=90)
 FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
+CLAIM_KEY_PREFIX = "object#"
 _BATCH_GET_LIMIT = 100
 
 _serializer = TypeSerializer()
@@ -113,10 +121,86 @@ class RunRecord:
         )
 
 
-class PendingAdd(StrEnum):
-    ADDED = "added"
-    ALREADY_PRESENT = "already_present"
-    CLOSED = "closed"
+@dataclass(frozen=True)
+class ObjectClaim:
+    """The latest version of one S3 object that ingest put into a run, and that run.
+
+    `revision` counts the claim's writes: each write is conditional on the revision it replaces,
+    so of two deliveries racing on one object exactly one wins and the other decides again.
+    """
+
+    bucket: str
+    key: str
+    run: RunRef
+    version: ObjectVersion = field(default_factory=ObjectVersion)
+    revision: int = 1
+
+    @property
+    def doc_key(self) -> str:
+        return claim_key(self.bucket, self.key)
+
+    def succeeded_by(self, run: RunRef, version: ObjectVersion) -> ObjectClaim:
+        """The claim that replaces this one: `version` is in `run` now."""
+        return ObjectClaim(self.bucket, self.key, run, version, self.revision + 1)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> ObjectClaim:
+        data = from_item(item)
+        return cls(
+            bucket=data["bucket"],
+            key=data["object_key"],
+            run=RunRef(data["job_id"], data["run_started_at"]),
+            version=ObjectVersion(data.get("sequencer", ""), data.get("version_id", "")),
+            revision=int(data["revision"]),
+        )
+
+
+def claim_key(bucket: str, key: str) -> str:
+    """Coordination-table key of an object's claim (bucket ≤ 63 + key ≤ 1024 bytes: fits 2048)."""
+    return f"{CLAIM_KEY_PREFIX}{bucket}/{key}"
+
+
+class ClaimWrite(StrEnum):
+    """What a transaction that puts a file into a run and claims the object did."""
+
+    WRITTEN = "written"  # the file is in the run and the claim names it, atomically
+    CLAIM_MOVED = "claim_moved"  # another delivery changed the claim first: decide again
+    PENDING_MOVED = "pending_moved"  # the job got a pending run meanwhile: join that one
+    RUN_EXISTS = "run_exists"  # a run with the candidate's start time exists already
+    RUN_CLOSED = "run_closed"  # the pending run was frozen by the router (or is gone)
+    CONFLICT = "conflict"  # a concurrent transaction touched the same items: try again
+
+
+class TransactionCancelledError(RuntimeError):
+    """DynamoDB cancelled a transaction for a reason an immediate new attempt would not fix."""
+
+
+# What a ConditionalCheckFailed on each item of an ingest transaction means, by item role, in
+# order of precedence when several items failed.
+_CONDITION_FAILED = {
+    "claim": ClaimWrite.CLAIM_MOVED,
+    "head": ClaimWrite.PENDING_MOVED,
+    "new_run": ClaimWrite.RUN_EXISTS,
+    "pending_run": ClaimWrite.RUN_CLOSED,
+}
+
+
+def cancellation_outcome(codes: Sequence[str], roles: Sequence[str]) -> ClaimWrite:
+    """Map a TransactionCanceledException's CancellationReasons codes (one per item, in order).
+
+    A changed claim wins over everything else: the event may be a duplicate now, so the caller
+    must decide again before looking at runs. A TransactionConflict (another transaction held an
+    item) is worth an immediate new attempt; anything else (throttling, validation) raises, so the
+    event source retries with its backoff. The message names codes only, never item data.
+    """
+    failed = {role for role, code in zip(roles, codes, strict=False) if code == "ConditionalCheckFailed"}
+    for role, outcome in _CONDITION_FAILED.items():
+        if role in failed:
+            return outcome
+    if "TransactionConflict" in codes and all(code in ("TransactionConflict", "None") for code in codes):
+        return ClaimWrite.CONFLICT
+    reasons = ", ".join(code for code in codes if code != "None") or "no reason given"
+    raise TransactionCancelledError(f"transaction cancelled: {reasons}")
 
 
 def _expiry(now: datetime) -> int:
@@ -127,12 +211,22 @@ def _is_condition_failure(exc: BaseException) -> bool:
     return error_code(exc) == "ConditionalCheckFailedException"
 
 
+def _cancellation_codes(exc: BaseException) -> list[str] | None:
+    """The per-item reason codes of a cancelled transaction; None for any other error."""
+    if error_code(exc) != "TransactionCanceledException":
+        return None
+    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+    return [str(reason.get("Code", "None")) for reason in reasons]
+
+
 class TrackingStore:
     """Reads and conditional writes of job runs. Takes a boto3 DynamoDB client (moto drops in)."""
 
-    def __init__(self, table_name: str, client: Any) -> None:
+    def __init__(self, table_name: str, client: Any, *, claims_table: str = "") -> None:
+        """`claims_table` (the coordination table) is needed only by the object-claim methods."""
         self._table = table_name
         self._client = client
+        self._claims_table = claims_table
 
     @staticmethod
     def _key(job_id: str, sort_key: str) -> dict[str, Any]:
@@ -151,28 +245,10 @@ class TrackingStore:
         lead: bool = True,
     ) -> bool:
         """Write a new QUEUED run and (with `lead`) point the job's head at it. False if it exists."""
-        stamp = format_timestamp(now)
-        item = {
-            "job_id": run.job_id,
-            "started_at": run.started_at,
-            "status": JobStatus.QUEUED.value,
-            "active_status": JobStatus.QUEUED.value,
-            "queued_at": stamp,
-            "updated_at": stamp,
-            "bucket": bucket,
-            "execution_name": run.execution_name,
-            "failed_files": empty_failed_files(),
-            "expiration_time": _expiry(now),
-            **(extra or {}),
-        }
-        keys = sorted(set(files))
-        attributes = {k: to_attribute(v) for k, v in item.items()}
-        if keys:
-            attributes["files"] = {"SS": keys}
         try:
             self._client.put_item(
                 TableName=self._table,
-                Item=attributes,
+                Item=_queued_run_item(run, files, bucket, now, extra),
                 ConditionExpression="attribute_not_exists(job_id)",
             )
         except Exception as exc:
@@ -182,20 +258,6 @@ class TrackingStore:
         if lead:
             self.advance_head(run, now)
         return True
-
-    def discard_unannounced_run(self, run: RunRef) -> None:
-        """Delete a QUEUED run that no message and no head points at (ingest's lost claim)."""
-        try:
-            self._client.delete_item(
-                TableName=self._table,
-                Key=self._key(run.job_id, run.started_at),
-                ConditionExpression="#status = :queued",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":queued": {"S": JobStatus.QUEUED.value}},
-            )
-        except Exception as exc:
-            if not _is_condition_failure(exc):
-                raise
 
     def advance_head(self, run: RunRef, now: datetime) -> None:
         try:
@@ -376,49 +438,18 @@ class TrackingStore:
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )
 
-    # -- pending runs (realtime folders) ----------------------------------------------------
+    # -- pending runs and object claims (realtime ingest) ------------------------------------
 
-    def claim_pending(self, job_id: str, candidate_started_at: str) -> str:
-        """The started_at of the job's pending run, making `candidate` pending if none is.
-
-        Callers create the candidate run before claiming, so a pending pointer always names a
-        run that exists: a file never races a run that is still being written.
-        """
-        response = self._client.update_item(
+    def pending_run(self, job_id: str) -> RunRef | None:
+        """The job's run that still accepts files, if any (its head's `pending_started_at`)."""
+        response = self._client.get_item(
             TableName=self._table,
             Key=self._key(job_id, HEAD_SORT_KEY),
-            UpdateExpression="SET pending_started_at = if_not_exists(pending_started_at, :c)",
-            ExpressionAttributeValues={":c": {"S": candidate_started_at}},
-            ReturnValues="ALL_NEW",
+            ConsistentRead=True,
+            ProjectionExpression="pending_started_at",
         )
-        return response["Attributes"]["pending_started_at"]["S"]
-
-    def add_file_to_pending(self, run: RunRef, key: str, now: datetime) -> PendingAdd:
-        """Add a file to a run that has not started yet.
-
-        ALREADY_PRESENT means this file was added before: a redelivered event, whose first
-        attempt may have died before announcing the run, so the caller announces it again.
-        """
-        try:
-            response = self._client.update_item(
-                TableName=self._table,
-                Key=self._key(run.job_id, run.started_at),
-                UpdateExpression="ADD files :k SET updated_at = :now",
-                ConditionExpression="attribute_exists(job_id) AND #status = :queued",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":k": {"SS": [key]},
-                    ":now": {"S": format_timestamp(now)},
-                    ":queued": {"S": JobStatus.QUEUED.value},
-                },
-                ReturnValues="ALL_OLD",
-            )
-        except Exception as exc:
-            if _is_condition_failure(exc):
-                return PendingAdd.CLOSED
-            raise
-        before = response.get("Attributes", {}).get("files", {}).get("SS", [])
-        return PendingAdd.ALREADY_PRESENT if key in before else PendingAdd.ADDED
+        pending = response.get("Item", {}).get("pending_started_at", {}).get("S")
+        return RunRef(job_id, pending) if pending else None
 
     def clear_pending(self, run: RunRef) -> None:
         """Stop routing new files to `run` (it started, or it vanished); no-op if already moved on."""
@@ -433,3 +464,163 @@ class TrackingStore:
         except Exception as exc:
             if not _is_condition_failure(exc):
                 raise
+
+    def object_claim(self, bucket: str, key: str) -> ObjectClaim | None:
+        """The object's claim as last written (a consistent read: a retry must see its first try)."""
+        response = self._client.get_item(
+            TableName=self._require_claims_table(),
+            Key={"doc_key": {"S": claim_key(bucket, key)}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return ObjectClaim.from_item(item) if item else None
+
+    def open_run_with_claim(self, claim: ObjectClaim, bucket: str, now: datetime) -> ClaimWrite:
+        """Atomically: write `claim.run` QUEUED holding the object, make it the job's pending run
+        (only if the job has none), and write the claim (only if it is still at the revision the
+        caller read). Nothing is written unless all three hold: no run without its pointer and
+        claim, so nothing is left to clean up after a crash or a lost race.
+        """
+        run = claim.run
+        head = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(run.job_id, HEAD_SORT_KEY),
+                "UpdateExpression": "SET pending_started_at = :c, expiration_time = :exp",
+                "ConditionExpression": "attribute_not_exists(pending_started_at)",
+                "ExpressionAttributeValues": {":c": {"S": run.started_at}, ":exp": {"N": str(_expiry(now))}},
+            }
+        }
+        new_run = {
+            "Put": {
+                "TableName": self._table,
+                "Item": _queued_run_item(run, [claim.key], bucket, now),
+                "ConditionExpression": "attribute_not_exists(job_id)",
+            }
+        }
+        return self._transact([("new_run", new_run), ("head", head), ("claim", self._claim_put(claim, now))])
+
+    def join_run_with_claim(self, claim: ObjectClaim, now: datetime) -> ClaimWrite:
+        """Atomically: add the object to `claim.run` (only while it is QUEUED) and write the claim
+        (only if it is still at the revision the caller read)."""
+        run = claim.run
+        add = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(run.job_id, run.started_at),
+                "UpdateExpression": "ADD files :k SET updated_at = :now",
+                "ConditionExpression": "attribute_exists(job_id) AND #status = :queued",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":k": {"SS": [claim.key]},
+                    ":now": {"S": format_timestamp(now)},
+                    ":queued": {"S": JobStatus.QUEUED.value},
+                },
+            }
+        }
+        return self._transact([("pending_run", add), ("claim", self._claim_put(claim, now))])
+
+    def _claim_put(self, claim: ObjectClaim, now: datetime) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "doc_key": claim.doc_key,
+            "bucket": claim.bucket,
+            "object_key": claim.key,
+            "job_id": claim.run.job_id,
+            "run_started_at": claim.run.started_at,
+            "revision": claim.revision,
+            "claimed_at": format_timestamp(now),
+            "expiration_time": _expiry(now),  # as long as the run it names: outlives any redelivery
+        }
+        if claim.version.sequencer:
+            item["sequencer"] = claim.version.sequencer
+        if claim.version.version_id:
+            item["version_id"] = claim.version.version_id
+        put: dict[str, Any] = {
+            "TableName": self._require_claims_table(),
+            "Item": {k: to_attribute(v) for k, v in item.items()},
+        }
+        if claim.revision <= 1:
+            put["ConditionExpression"] = "attribute_not_exists(doc_key)"
+        else:
+            put["ConditionExpression"] = "revision = :previous"
+            put["ExpressionAttributeValues"] = {":previous": {"N": str(claim.revision - 1)}}
+        return {"Put": put}
+
+    def _transact(self, items: Sequence[tuple[str, dict[str, Any]]]) -> ClaimWrite:
+        try:
+            self._client.transact_write_items(TransactItems=[item for _, item in items])
+        except Exception as exc:
+            codes = _cancellation_codes(exc)
+            if codes is None:
+                raise
+            return cancellation_outcome(codes, [role for role, _ in items])
+        return ClaimWrite.WRITTEN
+
+    def _require_claims_table(self) -> str:
+        if not self._claims_table:
+            raise RuntimeError("TrackingStore built without claims_table (the coordination table)")
+        return self._claims_table
+
+    # -- router admission: the run's half of the semaphore's joint writes (DESIGN.md §3) -----
+
+    def admission_item(self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus) -> dict[str, Any]:
+        """A TransactWriteItems entry: the run is IN_PROGRESS, its files frozen, admitted by `token`.
+
+        Written only while the run is still `expected_status` (QUEUED: the freeze; IN_PROGRESS: a
+        router carrying on for one that died) and no execution ARN is recorded. `admission` names
+        the router invocation that may still call StartExecution last, so a router gives a slot
+        back only while it is that invocation (`admitted_by_item`). No I/O: the semaphore runs it.
+        """
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(run.job_id, run.started_at),
+                "UpdateExpression": (
+                    "SET #status = :target, active_status = :target, updated_at = :now, admission = :token"
+                ),
+                "ConditionExpression": "#status = :expected AND attribute_not_exists(execution_arn)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":target": {"S": JobStatus.IN_PROGRESS.value},
+                    ":now": {"S": format_timestamp(now)},
+                    ":token": {"S": token},
+                    ":expected": {"S": expected_status.value},
+                },
+            }
+        }
+
+    def admitted_by_item(self, run: RunRef, token: str) -> dict[str, Any]:
+        """A TransactWriteItems ConditionCheck: `token` is still the run's latest admission, no ARN."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._key(run.job_id, run.started_at),
+                "ConditionExpression": "admission = :token AND attribute_not_exists(execution_arn)",
+                "ExpressionAttributeValues": {":token": {"S": token}},
+            }
+        }
+
+
+def _queued_run_item(
+    run: RunRef, files: Iterable[str], bucket: str, now: datetime, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A new QUEUED run as a DynamoDB item (one definition for batch and realtime creation)."""
+    stamp = format_timestamp(now)
+    item = {
+        "job_id": run.job_id,
+        "started_at": run.started_at,
+        "status": JobStatus.QUEUED.value,
+        "active_status": JobStatus.QUEUED.value,
+        "queued_at": stamp,
+        "updated_at": stamp,
+        "bucket": bucket,
+        "execution_name": run.execution_name,
+        "failed_files": empty_failed_files(),
+        "expiration_time": _expiry(now),
+        **(extra or {}),
+    }
+    attributes = {k: to_attribute(v) for k, v in item.items()}
+    keys = sorted(set(files))
+    if keys:
+        attributes["files"] = {"SS": keys}
+    return attributes

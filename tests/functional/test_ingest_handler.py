@@ -1,4 +1,5 @@
-"""Ingest: S3 object created → QUEUED run → one message per run, every file accounted for."""
+"""Ingest: S3 object created → QUEUED run → one message per run, every file accounted for,
+each object version in exactly one run however often its event is delivered."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from tests.conftest import drain_queue, eventbridge_object_created, sqs_event
 
 
 def store(resources) -> TrackingStore:
-    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+    return TrackingStore(
+        resources.tracking_table, resources.client("dynamodb"), claims_table=resources.coordination_table
+    )
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,129 @@ def test_s3_test_events_and_sqs_wrapped_notifications(resources, lambda_context)
     messages = drain_queue(resources.client("sqs"), resources.main_queue_url)
     assert len(messages) == 1
     assert JobMessage.from_json(messages[0]["Body"]).job_id == "root file.txt"
+
+
+# ---------------------------------------------------- exactly one run per S3 object version
+
+SEQ_1, SEQ_2 = "0055AED6DCD90281E5", "0055AED6DCD90281E6"
+
+
+def created(resources, key: str, sequencer: str, version_id: str = "") -> dict:
+    """An "Object Created" event naming the object version, as S3 sends it to EventBridge."""
+    event = eventbridge_object_created(resources.input_bucket, key)
+    event["detail"]["object"]["sequencer"] = sequencer
+    if version_id:
+        event["detail"]["object"]["version-id"] = version_id
+    return event
+
+
+def announced(resources) -> list[JobMessage]:
+    return [JobMessage.from_json(m["Body"]) for m in drain_queue(resources.client("sqs"), resources.main_queue_url)]
+
+
+@pytest.mark.parametrize("after", [JobStatus.IN_PROGRESS, JobStatus.COMPLETE, JobStatus.FAILED])
+def test_a_redelivery_after_its_run_started_or_ended_puts_the_file_in_no_second_run(
+    resources, lambda_context, after: JobStatus
+) -> None:
+    tracking = store(resources)
+    event = created(resources, "claims/a.txt", SEQ_1, "v1")
+    ingest.handler(event, lambda_context)
+    [message] = announced(resources)
+    tracking.transition(message.run, JobStatus.IN_PROGRESS, utc_now())  # the router froze it
+    ingest.handler(event, lambda_context)
+    tracking.transition(message.run, after, utc_now())
+    ingest.handler(event, lambda_context)
+    ingest.handler({**event, "id": "another-event-id"}, lambda_context)  # S3 may send one twice
+    assert announced(resources) == []
+    assert [(r.run, r.files) for r in tracking.runs_of("claims/")] == [(message.run, ("claims/a.txt",))]
+
+
+def test_a_redelivery_while_its_run_is_queued_announces_that_run_again(resources, lambda_context) -> None:
+    event = created(resources, "claims/a.txt", SEQ_1)
+    ingest.handler(event, lambda_context)
+    ingest.handler(created(resources, "claims/b.txt", SEQ_1), lambda_context)  # a sibling joins
+    ingest.handler(event, lambda_context)
+    first, again = announced(resources)
+    assert first == again
+    [run] = store(resources).runs_of("claims/")
+    assert run.files == ("claims/a.txt", "claims/b.txt")
+
+
+def test_a_new_version_of_a_processed_key_is_processed_again(resources, lambda_context) -> None:
+    tracking = store(resources)
+    ingest.handler(created(resources, "claims/a.txt", SEQ_1, "v1"), lambda_context)
+    [first] = announced(resources)
+    tracking.transition(first.run, JobStatus.COMPLETE, utc_now())
+    ingest.handler(created(resources, "claims/a.txt", SEQ_2, "v2"), lambda_context)
+    [second] = announced(resources)
+    assert second.run != first.run
+    assert [(r.run, r.files) for r in tracking.runs_of("claims/")] == [
+        (second.run, ("claims/a.txt",)),
+        (first.run, ("claims/a.txt",)),
+    ]
+
+
+def test_a_new_version_while_the_run_is_queued_joins_it_once(resources, lambda_context) -> None:
+    ingest.handler(created(resources, "claims/a.txt", SEQ_1), lambda_context)
+    ingest.handler(created(resources, "claims/a.txt", SEQ_2), lambda_context)
+    [message] = announced(resources)  # the run reads the object when it starts: the latest version
+    assert [r.run for r in store(resources).runs_of("claims/")] == [message.run]
+
+
+def test_an_older_version_arriving_after_a_newer_one_is_skipped(resources, lambda_context) -> None:
+    tracking = store(resources)
+    ingest.handler(created(resources, "claims/a.txt", SEQ_2), lambda_context)
+    [message] = announced(resources)
+    tracking.transition(message.run, JobStatus.COMPLETE, utc_now())
+    ingest.handler(created(resources, "claims/a.txt", SEQ_1), lambda_context)
+    assert announced(resources) == []
+    assert [r.run for r in tracking.runs_of("claims/")] == [message.run]
+    claim = tracking.object_claim(resources.input_bucket, "claims/a.txt")
+    assert claim is not None and claim.version.sequencer == SEQ_2 and claim.run == message.run
+
+
+def test_a_crash_between_claim_and_announcement_is_recovered_by_the_retry(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = ingest._wiring.job_queue()
+    calls: list[JobMessage] = []
+
+    class FlakyQueue:
+        def send(self, message: JobMessage, delay: int) -> None:
+            calls.append(message)
+            if len(calls) == 1:
+                raise ConnectionError("the function died before the message left")
+            real.send(message, delay)
+
+    monkeypatch.setattr(ingest._wiring, "job_queue", FlakyQueue)
+    event = created(resources, "solo.txt", SEQ_1)
+    with pytest.raises(ConnectionError):
+        ingest.handler(event, lambda_context)  # EventBridge → Lambda async: retried
+    assert announced(resources) == []
+    ingest.handler(event, lambda_context)
+    [message] = announced(resources)
+    assert calls == [message, message]
+    [run] = store(resources).runs_of("solo.txt")
+    assert run.run == message.run and run.files == ("solo.txt",)
+
+
+def test_an_sqs_redelivery_of_a_claimed_version_reports_no_failure(resources, lambda_context) -> None:
+    body = json.dumps(
+        {
+            "Records": [
+                {
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {
+                        "bucket": {"name": resources.input_bucket},
+                        "object": {"key": "root.txt", "size": 3, "sequencer": SEQ_1, "versionId": "v1"},
+                    },
+                }
+            ]
+        }
+    )
+    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
+    [message] = announced(resources)
+    store(resources).transition(message.run, JobStatus.IN_PROGRESS, utc_now())
+    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
+    assert announced(resources) == []
+    assert len(store(resources).runs_of("root.txt")) == 1

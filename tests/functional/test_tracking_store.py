@@ -1,4 +1,5 @@
-"""The tracking store on moto: forward-only status writes enforced by DynamoDB, batched reads."""
+"""The tracking store on moto: forward-only status writes enforced by DynamoDB, batched reads,
+and ingest's transactions that put a file into a run together with its object claim."""
 
 from __future__ import annotations
 
@@ -7,15 +8,24 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.jobs import RunRef, format_timestamp
+from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import PendingAdd, TrackingStore
+from pipeline.stores.tracking import (
+    ClaimWrite,
+    ObjectClaim,
+    TrackingStore,
+    TransactionCancelledError,
+    cancellation_outcome,
+)
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def store(resources) -> TrackingStore:
-    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+    return TrackingStore(
+        resources.tracking_table, resources.client("dynamodb"), claims_table=resources.coordination_table
+    )
 
 
 def new_run(store: TrackingStore, job_id: str = "claims/", at: datetime = NOW) -> RunRef:
@@ -69,14 +79,72 @@ def test_latest_runs_reads_many_jobs_in_batches(store: TrackingStore) -> None:
     assert latest["job000/"].run == later
 
 
-def test_files_join_a_pending_run_until_it_is_frozen(store: TrackingStore) -> None:
-    run = new_run(store)
-    assert store.add_file_to_pending(run, "claims/b.txt", NOW) is PendingAdd.ADDED
-    assert store.add_file_to_pending(run, "claims/b.txt", NOW) is PendingAdd.ALREADY_PRESENT
+V1 = ObjectVersion("0055AED6DCD90281E5", "v1")
+V2 = ObjectVersion("0055AED6DCD90281E6", "v2")
+
+
+def claim_of(run: RunRef, key: str = "claims/a.txt", version: ObjectVersion = V1) -> ObjectClaim:
+    return ObjectClaim("in", key, run, version)
+
+
+def test_opening_a_run_writes_run_pending_pointer_and_claim_together(store: TrackingStore) -> None:
+    run = RunRef("claims/", format_timestamp(NOW))
+    assert store.open_run_with_claim(claim_of(run), "in", NOW) is ClaimWrite.WRITTEN
+    record = store.get_run(run)
+    assert record is not None and record.status is JobStatus.QUEUED and record.files == ("claims/a.txt",)
+    assert store.pending_run("claims/") == run
+    assert store.object_claim("in", "claims/a.txt") == claim_of(run)
+    assert store.runs_of("claims/") == [record]  # the claim lives elsewhere: no stray items
+
+
+def test_a_losing_open_writes_nothing_and_says_why(store: TrackingStore) -> None:
+    first = RunRef("claims/", format_timestamp(NOW))
+    store.open_run_with_claim(claim_of(first), "in", NOW)
+    second = RunRef("claims/", format_timestamp(NOW + timedelta(seconds=1)))
+    # the same object again: the claim changed first (it wins over the pending pointer)
+    assert store.open_run_with_claim(claim_of(second), "in", NOW) is ClaimWrite.CLAIM_MOVED
+    # another object: the job has a pending run already
+    assert store.open_run_with_claim(claim_of(second, "claims/b.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
+    # a run with the candidate's start time exists
+    store.clear_pending(first)
+    assert store.open_run_with_claim(claim_of(first, "claims/c.txt"), "in", NOW) is ClaimWrite.RUN_EXISTS
+    assert store.get_run(second) is None and store.pending_run("claims/") is None
+    assert store.object_claim("in", "claims/b.txt") is None and store.object_claim("in", "claims/c.txt") is None
+
+
+def test_files_join_a_pending_run_with_their_claims_until_it_is_frozen(store: TrackingStore) -> None:
+    run = RunRef("claims/", format_timestamp(NOW))
+    store.open_run_with_claim(claim_of(run), "in", NOW)
+    assert store.join_run_with_claim(claim_of(run, "claims/b.txt"), NOW) is ClaimWrite.WRITTEN
+    newer = store.object_claim("in", "claims/a.txt").succeeded_by(run, V2)  # type: ignore[union-attr]
+    assert store.join_run_with_claim(newer, NOW) is ClaimWrite.WRITTEN
+    assert store.object_claim("in", "claims/a.txt") == newer and newer.revision == 2
+    assert store.join_run_with_claim(claim_of(run, "claims/b.txt"), NOW) is ClaimWrite.CLAIM_MOVED  # revision 1 again
     store.transition(run, JobStatus.IN_PROGRESS, NOW)
-    assert store.add_file_to_pending(run, "claims/c.txt", NOW) is PendingAdd.CLOSED
+    assert store.join_run_with_claim(claim_of(run, "claims/c.txt"), NOW) is ClaimWrite.RUN_CLOSED
+    assert store.join_run_with_claim(claim_of(RunRef("claims/", "1999"), "claims/d.txt"), NOW) is ClaimWrite.RUN_CLOSED
     record = store.get_run(run)
     assert record is not None and record.files == ("claims/a.txt", "claims/b.txt")
+    assert store.object_claim("in", "claims/c.txt") is None
+
+
+def test_cancellation_reasons_map_to_what_the_caller_does_next() -> None:
+    roles = ["pending_run", "claim"]
+    assert cancellation_outcome(["ConditionalCheckFailed", "ConditionalCheckFailed"], roles) is ClaimWrite.CLAIM_MOVED
+    assert cancellation_outcome(["ConditionalCheckFailed", "None"], roles) is ClaimWrite.RUN_CLOSED
+    assert cancellation_outcome(["TransactionConflict", "None"], roles) is ClaimWrite.CONFLICT
+    with pytest.raises(TransactionCancelledError, match="ThrottlingError"):
+        cancellation_outcome(["ThrottlingError", "None"], roles)
+    with pytest.raises(TransactionCancelledError, match="ValidationError"):
+        cancellation_outcome(["None", "ValidationError"], roles)
+    with pytest.raises(TransactionCancelledError, match="no reason given"):
+        cancellation_outcome(["None", "None"], roles)
+
+
+def test_claim_methods_need_the_claims_table(resources) -> None:
+    bare = TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+    with pytest.raises(RuntimeError, match="claims_table"):
+        bare.object_claim("in", "a.txt")
 
 
 def test_runs_of_a_job_are_listed_newest_first_without_the_head(store: TrackingStore) -> None:
