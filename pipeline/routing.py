@@ -1,33 +1,60 @@
 """The router: admit a queued run into the workflow, or let its message wait for a slot.
 
-For each message: read the run; if it already started or ended, the message is a duplicate.
-Otherwise take a semaphore slot held by the run's deterministic execution name, freeze the run's
-file list (QUEUED → IN_PROGRESS), split off unsupported files, StartExecution, record the ARN.
-At capacity the message is re-sent with a delay and the original deleted, so waiting never
-counts toward the DLQ. Any failure after the slot was taken gives the slot back.
+Two invocations routing one run at once are normal (SQS delivers at least once, ingest
+re-announces, a DLQ redrive gives a new message id), so each message is an observe → decide →
+act loop over the run's record, with the decision a pure function (`next_step`) and every act a
+conditional write that refuses a stale view (the loop then looks again):
+
+- QUEUED → *admit*: take the slot and freeze the run (QUEUED → IN_PROGRESS) in one transaction,
+  then StartExecution under the run's deterministic name and record the ARN. At capacity the
+  message is re-sent with a delay and the original deleted, so waiting never counts toward the DLQ.
+- IN_PROGRESS, no ARN → an execution may exist (a router died before writing its ARN): describe it
+  by name and record the ARN; if none exists, *resume*: carry on under the slot if it is held
+  (a router died before StartExecution, or is still inside it: the name makes a second start
+  harmless), else admit again (a refused start gave the slot back).
+- Only unsupported files → COMPLETE without a workflow, conditional on the files read: no slot.
+
+Who may give a slot back (DESIGN.md §3): only this invocation, only for a slot it took itself
+(never one it found held), and only where no execution of that name runs or can still start —
+its own StartExecution was refused (or its answer was lost and DescribeExecution finds none) and
+no other router has carried on under the slot since (the release is fenced on the run's
+`admission` token) — or the execution already ended (a name can never start twice).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from pipeline.aws import error_code
 from pipeline.config import Settings
-from pipeline.jobs import JobMessage, execution_arn, format_timestamp, split_supported
+from pipeline.jobs import (
+    MESSAGE_VERSION,
+    JobMessage,
+    MalformedMessageError,
+    execution_arn,
+    format_timestamp,
+    split_supported,
+)
 from pipeline.status import JobStatus
-from pipeline.stores.semaphore import AcquireResult, Semaphore
+from pipeline.stores.semaphore import JointWrite, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
+
+# Looks at the run per message before giving up with RouteContentionError (each look follows a
+# write some other writer beat us to, so more than a few means something keeps moving the run).
+MAX_LOOKS = 4
 
 
 class RouteOutcome(StrEnum):
     STARTED = "started"
     WAITING = "waiting"  # every slot busy: re-sent with a delay
     DUPLICATE = "duplicate"  # the run already started or ended
+    REPAIRED = "repaired"  # its execution existed but no ARN was recorded: recorded now
     NOTHING_TO_PROCESS = "nothing_to_process"  # only unsupported files: completed without a workflow
 
 
@@ -39,14 +66,136 @@ class RouteResult:
     files: int = 0
     unsupported: int = 0
     queued_at: str = ""
+    slot_taken: bool = False  # this invocation took a slot and still holds it (not one it adopted)
 
 
-class UnknownRunError(LookupError):
+class RouterError(Exception):
+    """A message the router could not route; `reason` is a low-cardinality label for logs."""
+
+    reason: ClassVar[str] = "router_error"
+
+
+class UnsupportedMessageVersionError(MalformedMessageError):
+    """A message in a format this router does not know (`v`): a newer producer, or garbage."""
+
+
+class UnknownRunError(RouterError, LookupError):
     """The message names a run the tracking table does not hold: retried, then the DLQ."""
 
+    reason = "unknown_run"
 
-class StartExecutionError(RuntimeError):
-    """StartExecution failed for a reason other than the execution already existing."""
+
+class StartExecutionError(RouterError):
+    """StartExecution failed and no execution of the name exists (or it could not be told).
+
+    `released` says whether this invocation gave its slot back; `code` is the AWS error code
+    (or the exception type) for the log line; `release_error` names a release that failed.
+    """
+
+    reason = "start_execution_failed"
+
+    def __init__(self, code: str, *, released: bool, release_error: str = "") -> None:
+        kept = f"; giving the slot back failed: {release_error}" if release_error else ""
+        super().__init__(f"StartExecution failed: {code}" + ("; slot given back" if released else kept))
+        self.code = code
+        self.released = released
+        self.release_error = release_error
+
+
+class InconsistentRunError(RouterError):
+    """The run moved past IN_PROGRESS (only its execution does that) yet no execution has its name."""
+
+    reason = "inconsistent_run"
+
+
+class RouteContentionError(RouterError):
+    """Other writers kept moving the run between each look: the message is retried later."""
+
+    reason = "contention"
+
+
+def parse_message(body: str) -> JobMessage:
+    """The job message in an SQS body; MalformedMessageError for anything else, version included."""
+    try:
+        message = JobMessage.from_json(body)
+    except (ValueError, TypeError) as exc:  # a bad "v" fails int() inside from_json
+        if isinstance(exc, MalformedMessageError):
+            raise
+        raise MalformedMessageError(f"message field has the wrong type: {type(exc).__name__}") from None
+    if message.version != MESSAGE_VERSION:
+        raise UnsupportedMessageVersionError(f"message version {message.version} (this router reads {MESSAGE_VERSION})")
+    return message
+
+
+# -- decisions (pure) -----------------------------------------------------------------------------
+
+
+class Step(StrEnum):
+    """What the observed run calls for next."""
+
+    UNKNOWN_RUN = "unknown_run"
+    DONE = "done"  # nothing to do: ARN recorded, or the run ended with no execution
+    ADMIT = "admit"  # QUEUED: take a slot and freeze the run together
+    COMPLETE_WITHOUT_WORKFLOW = "complete_without_workflow"  # no supported file: no slot, no execution
+    FIND_EXECUTION = "find_execution"  # no ARN, but an execution may exist: describe it by name
+    RECORD_ARN = "record_arn"  # the execution exists: write its ARN
+    RESUME = "resume"  # IN_PROGRESS and no execution: carry on under the slot, or admit again
+    INCONSISTENT = "inconsistent"
+
+
+class Seen(StrEnum):
+    """What DescribeExecution by the run's deterministic name said, if it was asked."""
+
+    NOT_LOOKED = "not_looked"
+    EXISTS = "exists"
+    NONE = "none"
+
+
+def next_step(record: RunRecord | None, execution: Seen = Seen.NOT_LOOKED) -> Step:
+    """The next step for a run as observed. Pure.
+
+    A QUEUED run has never been admitted, and StartExecution only ever follows an admission, so
+    no execution can exist for it. Any later status without an ARN may hide an execution whose
+    ARN write was lost (the router died after StartExecution): that is looked up before anything.
+    """
+    if record is None:
+        return Step.UNKNOWN_RUN
+    if record.execution_arn:
+        return Step.DONE
+    has_work = bool(split_supported(record.files)[0])
+    if record.status is JobStatus.QUEUED:
+        return Step.ADMIT if has_work else Step.COMPLETE_WITHOUT_WORKFLOW
+    if execution is Seen.NOT_LOOKED:
+        return Step.FIND_EXECUTION
+    if execution is Seen.EXISTS:
+        return Step.RECORD_ARN
+    if record.status.is_terminal:
+        return Step.DONE
+    if record.status is JobStatus.IN_PROGRESS:
+        return Step.RESUME if has_work else Step.COMPLETE_WITHOUT_WORKFLOW
+    return Step.INCONSISTENT
+
+
+class StartFailure(StrEnum):
+    ALREADY_EXISTS = "already_exists"  # an execution of the name exists: describe it
+    REFUSED = "refused"  # the service answered no: nothing was started by this call
+    UNKNOWN = "unknown"  # no answer (timeout, 5xx): it may or may not have started
+
+
+def classify_start_failure(exc: BaseException) -> StartFailure:
+    """How much a StartExecution error says about whether it started. Pure.
+
+    A 4xx answer (throttled, limit exceeded, invalid input, no such state machine) is a refusal;
+    a 5xx, a timeout or a dropped connection says nothing, so DescribeExecution has to.
+    """
+    code = error_code(exc)
+    if code == "ExecutionAlreadyExists":
+        return StartFailure.ALREADY_EXISTS
+    response = getattr(exc, "response", None)
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+    if code and isinstance(status, int) and 400 <= status < 500:
+        return StartFailure.REFUSED
+    return StartFailure.UNKNOWN
 
 
 def execution_input(record: RunRecord, files: list[str], unsupported: list[str], settings: Settings, trace: Mapping[str, str]) -> dict[str, Any]:
@@ -64,6 +213,32 @@ def execution_input(record: RunRecord, files: list[str], unsupported: list[str],
     }
 
 
+# -- the router -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Invocation:
+    """One route() call: what it routes, and the token that fences its admission."""
+
+    message: JobMessage
+    now: datetime
+    trace: Mapping[str, str]
+    state_machine: str
+    token: str
+
+    @property
+    def name(self) -> str:
+        return self.message.run.execution_name
+
+    @property
+    def arn(self) -> str:
+        return execution_arn(self.state_machine, self.name)
+
+    @property
+    def stamp(self) -> str:
+        return format_timestamp(self.now)
+
+
 class Router:
     def __init__(
         self,
@@ -72,75 +247,134 @@ class Router:
         sfn: Any,
         defer: Callable[[JobMessage, int], None],
         settings: Settings,
+        new_token: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
         self._store = store
         self._semaphore = semaphore
         self._sfn = sfn
         self._defer = defer
         self._settings = settings
+        self._new_token = new_token
 
     def route(self, message: JobMessage, now: datetime, trace: Mapping[str, str]) -> RouteResult:
-        run = message.run
-        name = run.execution_name
-        record = self._store.get_run(run)
-        if record is None:
+        state_machine = self._settings.require("state_machine_arn")  # before anything is written
+        call = _Invocation(message, now, trace, state_machine, self._new_token())
+        for _ in range(MAX_LOOKS):
+            record = self._store.get_run(message.run)
+            step = next_step(record)
+            if step is Step.FIND_EXECUTION:
+                step = next_step(record, Seen.EXISTS if self._describe(call.arn) else Seen.NONE)
+            result = self._act(step, record, call)
+            if result is not None:
+                return result
+        raise RouteContentionError("the run kept changing under the router; the message will be retried")
+
+    def _act(self, step: Step, record: RunRecord | None, call: _Invocation) -> RouteResult | None:
+        """Carry out one step; None when a conditional write found the run moved: look again."""
+        if step is Step.UNKNOWN_RUN or record is None:
             raise UnknownRunError("the message names a run that is not in the tracking table")
-        if record.status.is_terminal or record.execution_arn:
-            return RouteResult(RouteOutcome.DUPLICATE, name, record.execution_arn)
+        if step is Step.DONE:
+            return RouteResult(RouteOutcome.DUPLICATE, call.name, record.execution_arn)
+        if step is Step.RECORD_ARN:
+            self._store.record_execution(record.run, call.arn, split_supported(record.files)[1])
+            return RouteResult(RouteOutcome.REPAIRED, call.name, call.arn)
+        if step is Step.COMPLETE_WITHOUT_WORKFLOW:
+            return self._complete_without_workflow(record, call)
+        if step is Step.ADMIT or step is Step.RESUME:
+            return self._admit(record, call)
+        raise InconsistentRunError(f"run is {record.status.value} but no execution has its name")
 
-        state_machine = self._settings.require("state_machine_arn")  # before a slot is taken
-        acquired = self._semaphore.acquire(name, format_timestamp(now), self._settings.max_concurrent_workflows)
-        if acquired is AcquireResult.AT_CAPACITY:
-            self._defer(message, self._settings.capacity_retry_seconds)
-            return RouteResult(RouteOutcome.WAITING, name)
-        try:
-            prepared = self._prepare(record, now)
-        except BaseException:
-            self._semaphore.release(name)
-            raise
-        if isinstance(prepared, RouteResult):
-            return prepared
-        return self._start(prepared, state_machine, trace)
+    def _complete_without_workflow(self, record: RunRecord, call: _Invocation) -> RouteResult | None:
+        """Only unsupported files: COMPLETE, conditional on the files read (no slot is involved)."""
+        unsupported = split_supported(record.files)[1]
+        done = self._store.transition(
+            record.run,
+            JobStatus.COMPLETE,
+            call.now,
+            fields={"failed_files": {"detect": [], "redact": [], "unsupported": unsupported, "empty": []}},
+            expected_status=record.status,
+            expected_updated_at=record.updated_at,  # a file that arrived meanwhile makes us look again
+        )
+        if done is None:
+            return None
+        self._store.clear_pending(record.run)
+        return RouteResult(RouteOutcome.NOTHING_TO_PROCESS, call.name, unsupported=len(unsupported), queued_at=record.queued_at)
 
-    def _prepare(self, record: RunRecord, now: datetime) -> RunRecord | RouteResult:
-        """Freeze the run's files; a RouteResult when there is nothing to start."""
-        name = record.run.execution_name
+    def _admit(self, record: RunRecord, call: _Invocation) -> RouteResult | None:
+        """Take the slot and freeze the run together; or carry on under a slot already held."""
+        guard = self._store.admission_item(record.run, call.now, call.token, expected_status=record.status)
+        admitted = self._semaphore.admit(call.name, call.stamp, self._settings.max_concurrent_workflows, guard)
+        acquired = admitted is JointWrite.DONE
+        if admitted is JointWrite.AT_CAPACITY:
+            self._defer(call.message, self._settings.capacity_retry_seconds)
+            return RouteResult(RouteOutcome.WAITING, call.name)
+        if admitted is JointWrite.ALREADY_HELD:
+            # Another invocation took this slot: it died, or it is inside StartExecution. Either
+            # way the name makes our start harmless; the new admission token fences its release.
+            acquired = False
+            if self._semaphore.adopt(call.name, call.stamp, guard) is not JointWrite.DONE:
+                return None
+        elif not acquired:
+            return None  # the run moved (or a transaction conflicted): look again
         if record.status is JobStatus.QUEUED:
-            frozen = self._store.transition(record.run, JobStatus.IN_PROGRESS, now, expected_status=JobStatus.QUEUED)
             self._store.clear_pending(record.run)
-            if frozen is None:  # someone moved it first: look again
-                frozen = self._store.get_run(record.run)
-                if frozen is None or frozen.status.is_terminal or frozen.execution_arn:
-                    self._semaphore.release(name)
-                    return RouteResult(RouteOutcome.DUPLICATE, name, frozen.execution_arn if frozen else None)
+            frozen = self._store.get_run(record.run)  # the files as frozen, with any added since our read
+            if frozen is None:
+                raise UnknownRunError("the run vanished after it was admitted")
             record = frozen
-        files, unsupported = split_supported(record.files)
-        if not files:
-            self._store.transition(
-                record.run,
-                JobStatus.COMPLETE,
-                now,
-                fields={"failed_files": {"detect": [], "redact": [], "unsupported": unsupported, "empty": []}},
-            )
-            self._semaphore.release(name)
-            return RouteResult(RouteOutcome.NOTHING_TO_PROCESS, name, unsupported=len(unsupported), queued_at=record.queued_at)
-        return record
+        return self._start(record, call, acquired=acquired)
 
-    def _start(self, record: RunRecord, state_machine: str, trace: Mapping[str, str]) -> RouteResult:
-        """StartExecution; the slot is given back only if no execution can be running."""
-        name = record.run.execution_name
+    def _start(self, record: RunRecord, call: _Invocation, *, acquired: bool) -> RouteResult:
+        """StartExecution; the slot is given back only if no execution of the name can exist."""
         files, unsupported = split_supported(record.files)
-        payload = json.dumps(execution_input(record, files, unsupported, self._settings, trace), ensure_ascii=False)
+        payload = json.dumps(execution_input(record, files, unsupported, self._settings, call.trace), ensure_ascii=False)
+        outcome, holding = RouteOutcome.STARTED, acquired
         try:
-            arn = self._sfn.start_execution(stateMachineArn=state_machine, name=name, input=payload)["executionArn"]
+            arn = self._sfn.start_execution(stateMachineArn=call.state_machine, name=call.name, input=payload)["executionArn"]
         except Exception as exc:
-            if error_code(exc) != "ExecutionAlreadyExists":
-                self._semaphore.release(name)
-                raise StartExecutionError(f"StartExecution failed: {error_code(exc) or type(exc).__name__}") from exc
-            arn = execution_arn(state_machine, name)
-            status = self._sfn.describe_execution(executionArn=arn)["status"]
-            if status != "RUNNING":
-                # It ran and ended: the tracker released its slot long ago; give back the one just taken.
-                self._semaphore.release(name)
+            failure = classify_start_failure(exc)
+            code = error_code(exc) or type(exc).__name__
+            status = None
+            if failure is not StartFailure.REFUSED:
+                try:
+                    status = self._describe(call.arn)
+                except Exception as described:
+                    raise StartExecutionError(code, released=False) from described
+            if status is None:
+                raise self._start_failed(record, call, code, acquired=acquired) from exc
+            arn = call.arn
+            if failure is StartFailure.ALREADY_EXISTS:
+                outcome = RouteOutcome.DUPLICATE
+                if status != "RUNNING" and acquired:
+                    # It ran and ended, and the tracker gave its slot back long ago: the one we
+                    # just took belongs to nothing, and the name can never start again.
+                    self._semaphore.release(call.name)
+                    holding = False
         self._store.record_execution(record.run, arn, unsupported)
-        return RouteResult(RouteOutcome.STARTED, name, arn, len(files), len(unsupported), record.queued_at)
+        return RouteResult(outcome, call.name, arn, len(files), len(unsupported), record.queued_at, holding)
+
+    def _start_failed(self, record: RunRecord, call: _Invocation, code: str, *, acquired: bool) -> StartExecutionError:
+        """No execution of the name exists: give our slot back unless someone carried on under it.
+
+        Only a slot this invocation took, and only while its admission token is still the run's
+        latest: a router that adopted the slot since may be inside StartExecution right now. A
+        release that itself fails keeps the slot (the safe side: the retried message carries on
+        under it) and is named in the error, so it is logged with the failure.
+        """
+        if not acquired:
+            return StartExecutionError(code, released=False)
+        fence = self._store.admitted_by_item(record.run, call.token)
+        try:
+            released = self._semaphore.release_if(call.name, fence) is JointWrite.DONE
+        except Exception as exc:
+            return StartExecutionError(code, released=False, release_error=error_code(exc) or type(exc).__name__)
+        return StartExecutionError(code, released=released)
+
+    def _describe(self, arn: str) -> str | None:
+        """The execution's status, or None when no execution has this ARN."""
+        try:
+            return str(self._sfn.describe_execution(executionArn=arn)["status"])
+        except Exception as exc:
+            if error_code(exc) == "ExecutionDoesNotExist":
+                return None
+            raise

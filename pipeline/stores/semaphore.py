@@ -5,11 +5,17 @@ Each acquire stores the holder (the execution name) with its acquire time and in
 only if the holder was present. Both are idempotent, so `active_count` equals the number of
 holders and a duplicate event can never push admission above the max (DESIGN.md §3).
 `version` increases on every write so the reconciler can make its repairs conditional.
+
+The router does not take or give back a slot on its own: it takes the slot and freezes the run
+in one transaction (`admit`), carries on under a slot another invocation took (`adopt`), and
+gives a slot back only while its own admission is still the run's latest (`release_if`). Each
+of these is one TransactWriteItems over the semaphore item and a *guard* item the caller builds
+(the run's side), so the slot and the run can never disagree, even with two routers on one run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -18,6 +24,16 @@ from pipeline.aws import error_code
 from pipeline.config import SEMAPHORE_KEY
 
 HOLDER_PREFIX = "h#"
+CONDITION_FAILED = "ConditionalCheckFailed"  # a transaction item's cancellation reason code
+CONFLICT_CODES = frozenset({"TransactionConflict", "None"})
+
+# Take a slot: record the holder and count it, unless it is held already or every slot is taken.
+_ACQUIRE_UPDATE = "SET #h = :now ADD active_count :one, version :one"
+_ACQUIRE_CONDITION = "attribute_not_exists(#h) AND (attribute_not_exists(active_count) OR active_count < :max)"
+# Give a slot back: drop the holder and uncount it; the floor variant for a count that drifted to 0.
+_RELEASE_UPDATE = "REMOVE #h ADD active_count :minus, version :one"
+_RELEASE_CONDITION = "attribute_exists(#h) AND active_count > :zero"
+_RELEASE_AT_FLOOR_UPDATE = "REMOVE #h ADD version :one"
 
 
 class AcquireResult(StrEnum):
@@ -29,6 +45,21 @@ class AcquireResult(StrEnum):
 class ReleaseResult(StrEnum):
     RELEASED = "released"
     NOT_HELD = "not_held"
+
+
+class JointWrite(StrEnum):
+    """What a transaction over the semaphore item and a guard item did. Only DONE wrote anything."""
+
+    DONE = "done"  # the semaphore write and the guard write happened together
+    ALREADY_HELD = "already_held"  # admit: the holder exists already
+    AT_CAPACITY = "at_capacity"  # admit: every slot is held
+    NOT_HELD = "not_held"  # adopt / release_if: there is no such holder
+    GUARD_REFUSED = "guard_refused"  # the guard item's condition failed: the caller's view is stale
+    CONFLICT = "conflict"  # a concurrent transaction held one of the items: look again
+
+
+class TransactionCancelledError(RuntimeError):
+    """DynamoDB cancelled the transaction for a reason looking again would not fix (throttling…)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +86,46 @@ class SemaphoreState:
         )
 
 
+@dataclass(frozen=True)
+class Cancellation:
+    """One item's reason in a cancelled transaction: its code and (ALL_OLD) the item as it was."""
+
+    code: str
+    item: Mapping[str, Any] | None = None
+
+    @property
+    def condition_failed(self) -> bool:
+        return self.code == CONDITION_FAILED
+
+
+def cancellations(exc: BaseException) -> list[Cancellation] | None:
+    """The per-item reasons of a TransactionCanceledException, in item order; None for other errors."""
+    if error_code(exc) != "TransactionCanceledException":
+        return None
+    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+    return [Cancellation(str(r.get("Code") or "None"), r.get("Item")) for r in reasons]
+
+
+def joint_outcome(semaphore: Cancellation, guard: Cancellation, holder_attribute: str, *, acquiring: bool) -> JointWrite:
+    """Why a transaction over (semaphore item, guard item) was cancelled. Pure.
+
+    A refused guard wins: the caller decided on a view of the run that no longer holds, so what
+    the semaphore said about it does not matter. A failed semaphore condition means, when
+    acquiring, "held already" if the old item has the holder, else "at capacity"; when the
+    holder had to exist, "not held". Conflicts are worth a new look; anything else raises.
+    """
+    if guard.condition_failed:
+        return JointWrite.GUARD_REFUSED
+    if semaphore.condition_failed:
+        held = holder_attribute in (semaphore.item or {})
+        if acquiring:
+            return JointWrite.ALREADY_HELD if held else JointWrite.AT_CAPACITY
+        return JointWrite.NOT_HELD
+    if {semaphore.code, guard.code} <= CONFLICT_CODES:
+        return JointWrite.CONFLICT
+    raise TransactionCancelledError(f"transaction cancelled: {semaphore.code}, {guard.code}")
+
+
 class Semaphore:
     """Slots for running executions, held by execution name."""
 
@@ -63,24 +134,11 @@ class Semaphore:
         self._client = client
         self._key = {"doc_key": {"S": key}}
 
+    # -- single-item operations (tracker, batch trigger, reconciler, tests) ---------------------
+
     def acquire(self, holder: str, acquired_at: str, max_slots: int) -> AcquireResult:
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key,
-                UpdateExpression="SET #h = :now ADD active_count :one, version :one",
-                ConditionExpression=(
-                    "attribute_not_exists(#h) AND "
-                    "(attribute_not_exists(active_count) OR active_count < :max)"
-                ),
-                ExpressionAttributeNames={"#h": HOLDER_PREFIX + holder},
-                ExpressionAttributeValues={
-                    ":now": {"S": acquired_at},
-                    ":one": {"N": "1"},
-                    ":max": {"N": str(max_slots)},
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            self._client.update_item(**self._acquire_update(holder, acquired_at, max_slots))
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
@@ -91,16 +149,8 @@ class Semaphore:
         return AcquireResult.ACQUIRED
 
     def release(self, holder: str) -> ReleaseResult:
-        names = {"#h": HOLDER_PREFIX + holder}
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key,
-                UpdateExpression="REMOVE #h ADD active_count :minus, version :one",
-                ConditionExpression="attribute_exists(#h) AND active_count > :zero",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={":minus": {"N": "-1"}, ":one": {"N": "1"}, ":zero": {"N": "0"}},
-            )
+            self._client.update_item(**self._release_update(holder))
             return ReleaseResult.RELEASED
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
@@ -108,14 +158,7 @@ class Semaphore:
         # Either not held (a duplicate release) or held while the count already drifted to zero:
         # then drop the holder without taking the count below zero.
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key,
-                UpdateExpression="REMOVE #h ADD version :one",
-                ConditionExpression="attribute_exists(#h)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={":one": {"N": "1"}},
-            )
+            self._client.update_item(**self._release_update(holder, at_floor=True))
             return ReleaseResult.RELEASED
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
@@ -125,3 +168,91 @@ class Semaphore:
     def read(self) -> SemaphoreState:
         response = self._client.get_item(TableName=self._table, Key=self._key, ConsistentRead=True)
         return SemaphoreState.from_item(response.get("Item"))
+
+    # -- the router's joint writes: the slot and the run change together, or neither ------------
+
+    def admit(self, holder: str, acquired_at: str, max_slots: int, guard: Mapping[str, Any]) -> JointWrite:
+        """Take a slot for `holder` and write `guard` (a TransactWriteItems entry), atomically.
+
+        DONE, ALREADY_HELD, AT_CAPACITY, GUARD_REFUSED or CONFLICT; only DONE wrote anything.
+        """
+        return self._joint(self._acquire_update(holder, acquired_at, max_slots), guard, holder, acquiring=True)
+
+    def adopt(self, holder: str, adopted_at: str, guard: Mapping[str, Any]) -> JointWrite:
+        """Carry on under a slot `holder` already has: re-stamp it and write `guard`, atomically.
+
+        Takes no slot and changes no count. The new stamp tells an observer (the reconciler's
+        grace period) that a router still works under this slot. DONE, NOT_HELD, GUARD_REFUSED
+        or CONFLICT.
+        """
+        update = {
+            "TableName": self._table,
+            "Key": self._key,
+            "UpdateExpression": "SET #h = :now ADD version :one",
+            "ConditionExpression": "attribute_exists(#h)",
+            "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+            "ExpressionAttributeValues": {":now": {"S": adopted_at}, ":one": {"N": "1"}},
+        }
+        return self._joint(update, guard, holder, acquiring=False)
+
+    def release_if(self, holder: str, guard: Mapping[str, Any]) -> JointWrite:
+        """Give `holder`'s slot back only if `guard` (usually a ConditionCheck) holds, atomically.
+
+        Same floor as `release`: a count that drifted to zero loses the holder, not a unit.
+        DONE, NOT_HELD, GUARD_REFUSED or CONFLICT.
+        """
+        outcome = self._joint(self._release_update(holder), guard, holder, acquiring=False)
+        if outcome is not JointWrite.NOT_HELD:
+            return outcome
+        return self._joint(self._release_update(holder, at_floor=True), guard, holder, acquiring=False)
+
+    # -- building blocks ------------------------------------------------------------------------
+
+    def _acquire_update(self, holder: str, acquired_at: str, max_slots: int) -> dict[str, Any]:
+        return {
+            "TableName": self._table,
+            "Key": self._key,
+            "UpdateExpression": _ACQUIRE_UPDATE,
+            "ConditionExpression": _ACQUIRE_CONDITION,
+            "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+            "ExpressionAttributeValues": {
+                ":now": {"S": acquired_at},
+                ":one": {"N": "1"},
+                ":max": {"N": str(max_slots)},
+            },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _release_update(self, holder: str, *, at_floor: bool = False) -> dict[str, Any]:
+        if at_floor:
+            update, condition = _RELEASE_AT_FLOOR_UPDATE, "attribute_exists(#h)"
+            values = {":one": {"N": "1"}}
+        else:
+            update, condition = _RELEASE_UPDATE, _RELEASE_CONDITION
+            values = {":minus": {"N": "-1"}, ":one": {"N": "1"}, ":zero": {"N": "0"}}
+        return {
+            "TableName": self._table,
+            "Key": self._key,
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+            "ExpressionAttributeValues": values,
+        }
+
+    def _joint(self, update: Mapping[str, Any], guard: Mapping[str, Any], holder: str, *, acquiring: bool) -> JointWrite:
+        semaphore_update = {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        try:
+            self._client.transact_write_items(TransactItems=[{"Update": semaphore_update}, dict(guard)])
+        except Exception as exc:
+            reasons = cancellations(exc)
+            if reasons is None:
+                raise
+            semaphore, guard_reason = _pad(reasons)
+            return joint_outcome(semaphore, guard_reason, HOLDER_PREFIX + holder, acquiring=acquiring)
+        return JointWrite.DONE
+
+
+def _pad(reasons: Sequence[Cancellation]) -> tuple[Cancellation, Cancellation]:
+    """(semaphore reason, guard reason); a missing reason reads as no reason given."""
+    padded = [*reasons, Cancellation("None"), Cancellation("None")]
+    return padded[0], padded[1]

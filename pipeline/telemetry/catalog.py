@@ -39,6 +39,7 @@ class Metric(StrEnum):
     JOBS_STARTED = "JobsStarted"
     CAPACITY_WAITS = "CapacityWaits"
     START_EXECUTION_FAILURES = "StartExecutionFailures"
+    ROUTER_FAILURES = "RouterFailures"
     DUPLICATE_DELIVERIES = "DuplicateDeliveries"
     MALFORMED_MESSAGES = "MalformedMessages"
     SLOTS_ACQUIRED = "SlotsAcquired"
@@ -68,7 +69,18 @@ CATALOG: dict[Metric, MetricSpec] = {
         MetricSpec(Metric.JOBS_QUEUED, _C, "Runs written QUEUED and announced on the main queue."),
         MetricSpec(Metric.JOBS_STARTED, _C, "Executions started by the router (one per run)."),
         MetricSpec(Metric.CAPACITY_WAITS, _C, "Messages deferred because every slot was busy (waiting, not failing)."),
-        MetricSpec(Metric.START_EXECUTION_FAILURES, _C, "StartExecution calls that failed; the slot was released."),
+        MetricSpec(
+            Metric.START_EXECUTION_FAILURES,
+            _C,
+            "StartExecution calls that failed with no execution of the name found; the message is retried "
+            "(the slot is given back only if no other router carries on under it).",
+        ),
+        MetricSpec(
+            Metric.ROUTER_FAILURES,
+            _C,
+            "Main-queue messages the router failed to route, any reason (the `reason` field of its one ERROR "
+            "log line says which); retried, then the DLQ.",
+        ),
         MetricSpec(Metric.DUPLICATE_DELIVERIES, _C, "Messages for runs already started or finished (redelivery, redrive)."),
         MetricSpec(Metric.MALFORMED_MESSAGES, _C, "Main-queue messages that can never be processed; they go to the DLQ."),
         MetricSpec(Metric.SLOTS_ACQUIRED, _C, "Semaphore slots taken by the router."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -91,14 +92,15 @@ def test_start_execution_failure_releases_the_slot_and_the_message_is_retried(
     monkeypatch.undo()
 
 
-def test_an_execution_that_already_ended_gives_back_the_slot_just_taken(resources, lambda_context) -> None:
+def test_a_redelivery_for_an_execution_that_already_ended_takes_no_slot(resources, lambda_context) -> None:
     message = queued_run(resources, "claims/", ["claims/a.txt"])
     deliver(resources, lambda_context, message)
     sfn = resources.client("stepfunctions")
     arn = tracking(resources).get_run(message.run).execution_arn  # type: ignore[union-attr]
     sfn.stop_execution(executionArn=arn)
     semaphore(resources).release(message.run.execution_name)  # what the tracker did
-    # The ARN write was lost (router died after StartExecution): the redelivery must not leak a slot.
+    # The ARN write was lost (router died after StartExecution): the redelivery records the ARN
+    # of the execution it finds by name and takes no slot, so none can leak.
     resources.client("dynamodb").update_item(
         TableName=resources.tracking_table,
         Key={"job_id": {"S": message.job_id}, "started_at": {"S": message.started_at}},
@@ -106,6 +108,7 @@ def test_an_execution_that_already_ended_gives_back_the_slot_just_taken(resource
     )
     assert deliver(resources, lambda_context, message) == {"batchItemFailures": []}
     assert semaphore(resources).read().active_count == 0
+    assert tracking(resources).get_run(message.run).execution_arn == arn  # type: ignore[union-attr]
 
 
 def test_a_run_with_only_unsupported_files_completes_without_a_workflow(resources, lambda_context) -> None:
@@ -162,3 +165,93 @@ def test_a_router_without_its_state_machine_setting_takes_no_slot(resources, lam
         deliver(resources, lambda_context, message)
     assert semaphore(resources).read().active_count == 0
     assert tracking(resources).get_run(message.run).status is JobStatus.QUEUED  # type: ignore[union-attr]
+
+
+# -- every failed record is logged once and counted -----------------------------------------------
+
+
+@pytest.fixture
+def error_lines():
+    """The JSON log lines at ERROR the powertools logger formats during the test."""
+    import io
+    import logging
+
+    from pipeline.telemetry.logging import logger
+
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logger.registered_formatter)
+    handler.setLevel(logging.ERROR)
+    logger.addHandler(handler)
+    yield lambda: [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
+    logger.removeHandler(handler)
+
+
+def emf_totals(stdout: str) -> dict[str, float]:
+    """Sum of every metric value in the EMF documents printed to stdout."""
+    totals: dict[str, float] = {}
+    for line in stdout.splitlines():
+        try:
+            document = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(document, dict) or "_aws" not in document:
+            continue
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                values = document[metric["Name"]]
+                totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values if isinstance(values, list) else [values])
+    return totals
+
+
+def test_every_failed_record_of_a_mixed_batch_leaves_one_log_line_and_a_metric(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch, capsys, error_lines
+) -> None:
+    good = queued_run(resources, "claims/", ["claims/a.txt"])
+    refused = queued_run(resources, "refused/", ["refused/a.txt"], second=1)
+    unknown = JobMessage("ghost/", format_timestamp(NOW), resources.input_bucket)
+    sfn = router.router()._sfn
+    real_start = sfn.start_execution
+
+    def start(**kwargs: object) -> dict:
+        if kwargs["name"] == refused.run.execution_name:
+            raise ClientError(
+                {"Error": {"Code": "ExecutionLimitExceeded", "Message": "too many"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+                "StartExecution",
+            )
+        return real_start(**kwargs)
+
+    monkeypatch.setattr(sfn, "start_execution", start)
+    event = sqs_event(
+        ("bad-json", "{not json"),
+        ("bad-version", json.dumps({"v": "two", "job_id": "claims/", "started_at": good.started_at, "bucket": "b"})),
+        ("future-version", json.dumps({"v": 99, "job_id": "claims/", "started_at": good.started_at, "bucket": "b"})),
+        ("ghost", unknown.to_json()),
+        ("refused", refused.to_json()),
+        ("good", good.to_json()),
+    )
+    capsys.readouterr()
+
+    result = router.handler(event, lambda_context)
+
+    failed = ["bad-json", "bad-version", "future-version", "ghost", "refused"]
+    assert sorted(f["itemIdentifier"] for f in result["batchItemFailures"]) == failed
+    lines = error_lines()
+    assert sorted(line["message_id"] for line in lines) == failed, "one error line per failed record"
+    reasons = {line["message_id"]: line["reason"] for line in lines}
+    assert reasons == {
+        "bad-json": "malformed_message",
+        "bad-version": "malformed_message",
+        "future-version": "unsupported_version",
+        "ghost": "unknown_run",
+        "refused": "start_execution_failed",
+    }
+    assert lines[-1]["job_id"] == "refused/" and lines[-1]["error_code"] == "ExecutionLimitExceeded"
+    totals = emf_totals(capsys.readouterr().out)
+    assert totals["RouterFailures"] == len(failed)
+    assert totals["StartExecutionFailures"] == 1
+    assert totals["MalformedMessages"] == 3
+    assert totals["JobsStarted"] == 1
+    assert tracking(resources).get_run(good.run).status is JobStatus.IN_PROGRESS  # type: ignore[union-attr]
+    state = semaphore(resources).read()
+    assert set(state.holders) == {good.run.execution_name}  # the refused start gave its slot back

@@ -1,0 +1,39 @@
+"""The router's IAM grants are exactly what its admission, fenced release and ARN repair call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.config import SEMAPHORE_KEY
+from sandbox.template import load_template
+
+
+def router_statements() -> list[dict[str, Any]]:
+    policies = load_template()["Resources"]["RouterFunction"]["Properties"]["Policies"]
+    return [s for policy in policies if "Statement" in policy for s in policy["Statement"]]
+
+
+def actions(statement: dict[str, Any]) -> set[str]:
+    action = statement["Action"]
+    return set(action if isinstance(action, list) else [action])
+
+
+def grants_on(logical_id: str) -> list[dict[str, Any]]:
+    return [s for s in router_statements() if s["Resource"] == {"Fn::GetAtt": [logical_id, "Arn"]}]
+
+
+def test_runs_are_read_updated_and_condition_checked_in_transactions() -> None:
+    [tracking] = grants_on("TrackingTable")
+    assert actions(tracking) == {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+
+
+def test_the_coordination_table_is_updated_only_at_the_semaphore_item() -> None:
+    [coordination] = grants_on("CoordinationTable")
+    assert actions(coordination) == {"dynamodb:UpdateItem"}
+    assert coordination["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SEMAPHORE_KEY]}}
+
+
+def test_executions_are_described_by_their_deterministic_arn() -> None:
+    [describe] = [s for s in router_statements() if "states:DescribeExecution" in actions(s)]
+    assert actions(describe) == {"states:DescribeExecution"}
+    assert ":execution:${PipelineStateMachine.Name}:*" in describe["Resource"]["Fn::Sub"]
