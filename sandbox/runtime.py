@@ -131,7 +131,8 @@ class LambdaContext:
         log_group_name: str,
         log_stream_name: str,
         deadline_monotonic: float,
-        time_scale: TimeScale,
+        real_timeout: float,
+        timeout_seconds: float,
     ) -> None:
         self.function_name = function_name
         self.function_version = function_version
@@ -144,12 +145,14 @@ class LambdaContext:
         self.client_context = None
         self.tenant_id = None
         self._deadline = deadline_monotonic
-        self._time_scale = time_scale
+        self._real_timeout = real_timeout
+        self._timeout_seconds = timeout_seconds
 
     def get_remaining_time_in_millis(self) -> int:
         """Virtual milliseconds left: starts at Timeout*1000 and reaches 0 at the real cut-off."""
         real_left = max(0.0, self._deadline - time.monotonic())
-        return int(self._time_scale.to_virtual(real_left) * 1000)
+        share_left = real_left / self._real_timeout if self._real_timeout > 0 else 0.0
+        return int(self._timeout_seconds * share_left * 1000)
 
     def __repr__(self) -> str:
         return f"LambdaContext(function_name={self.function_name!r}, aws_request_id={self.aws_request_id!r})"
@@ -263,7 +266,8 @@ class LambdaRuntime:
 
     `region` / `endpoint_url`: where the runtime's own boto3 clients (CloudWatch Logs, CloudWatch)
     write; `endpoint_url=None` means in-process `mock_aws`. `time_scale` shortens every function
-    Timeout. `extra_sys_path`: folders prepended to sys.path while installed (handler code roots).
+    Timeout, down to `min_real_timeout` real seconds at least (see `real_timeout`).
+    `extra_sys_path`: folders prepended to sys.path while installed (handler code roots).
     """
 
     def __init__(
@@ -275,8 +279,10 @@ class LambdaRuntime:
         *,
         publish_logs: bool = True,
         publish_metrics: bool = True,
+        min_real_timeout: float = 0.0,
     ) -> None:
         self.region = region
+        self.min_real_timeout = min_real_timeout
         self.endpoint_url = endpoint_url
         self.time_scale = time_scale or TimeScale(1.0)
         self.extra_sys_path = tuple(os.fspath(p) for p in extra_sys_path)
@@ -296,6 +302,15 @@ class LambdaRuntime:
         self._created_groups: set[tuple[str, str]] = set()
         self._records: list[InvocationRecord] = []
         self._records_cond = threading.Condition()
+
+    def real_timeout(self, timeout_seconds: float) -> float:
+        """Real seconds a function with this Timeout may run before it is cut off.
+
+        The time scale shortens it, but never below `min_real_timeout` (nor above the Timeout
+        itself): the scale is for waits, and a handler on a busy machine must not time out just
+        because its 30 s became 1.5 s. A test that wants the cut-off sets a small Timeout.
+        """
+        return max(self.time_scale.scale(timeout_seconds), min(timeout_seconds, self.min_real_timeout))
 
     # ---------------------------------------------------------------- install / uninstall
 
@@ -424,7 +439,7 @@ class LambdaRuntime:
         group = f"/aws/lambda/{function_name}"
         request_id = str(uuid.uuid4())
         timeout_s = float(fn.timeout or 3)
-        real_timeout = self.time_scale.scale(timeout_s)
+        real_timeout = self.real_timeout(timeout_s)
         memory = int(fn.memory_size or 128)
         stream = self._acquire_stream(region, group, version)
         capture = InvocationCapture()
@@ -467,7 +482,8 @@ class LambdaRuntime:
                     log_group_name=group,
                     log_stream_name=stream,
                     deadline_monotonic=time.monotonic() + real_timeout,
-                    time_scale=self.time_scale,
+                    real_timeout=real_timeout,
+                    timeout_seconds=timeout_s,
                 )
                 worker = threading.Thread(
                     target=_run_handler,

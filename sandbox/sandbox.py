@@ -43,6 +43,8 @@ REGION = "us-east-1"
 EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
 # Tests and the demo run 20x faster than real time: a 60 s Lambda timeout cuts off after 3 s.
 DEFAULT_TIME_SCALE = TimeScale(0.05)
+# A 2-core machine under load can stall a handler for seconds; 30 s never cuts one off early.
+DEFAULT_MIN_HANDLER_SECONDS = 30.0
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "sandbox",
     "AWS_SECRET_ACCESS_KEY": "sandbox",
@@ -75,6 +77,9 @@ class Sandbox:
     serve: bool = False
     port: int = 0
     manage_mock: bool = True  # False when the caller already runs `mock_aws` (pytest fixtures)
+    # The time scale shortens waits, not the time a handler may take: a function runs for at least
+    # this many real seconds (or its whole Timeout, if smaller) before it is cut off.
+    min_handler_seconds: float = DEFAULT_MIN_HANDLER_SECONDS
 
     deployment: Deployment | None = field(default=None, init=False)
     runtime: LambdaRuntime | None = field(default=None, init=False)
@@ -109,6 +114,7 @@ class Sandbox:
                 endpoint_url=self.endpoint_url,
                 time_scale=self.time_scale,
                 extra_sys_path=[PROJECT_ROOT],
+                min_real_timeout=self.min_handler_seconds,
             ).install()
             self.deployment = deploy(
                 self.stack_name,

@@ -425,7 +425,7 @@ def test_a_file_whose_task_raises_is_recorded_and_the_job_completes(
 
 
 def test_a_task_that_overruns_its_timeout_is_retried_then_recorded(
-    sandbox: Any, monkeypatch: pytest.MonkeyPatch
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     import pipeline.handlers.detect as detect_handler
     from pipeline.statemachine.build import RETRY_MAX_ATTEMPTS
@@ -433,19 +433,22 @@ def test_a_task_that_overruns_its_timeout_is_retried_then_recorded(
     real_detect = detect_handler.detect_file
     slow = "scans/slow.txt"
     marker = f"e2e: slow detect of {slow}"
+    released = threading.Event()
 
     def detect_slowly(event: Any, *args: Any, **kwargs: Any) -> Any:
         if event["file_key"] == slow:
             print(marker)  # lands in this invocation's log lines: ties the timeout to the key
-            threading.Event().wait(0.5)
+            released.wait(60)  # never ends on its own within the timeout, however busy the machine
             # Abandoned by the runtime long before: touch nothing (the sandbox may be stopping).
             raise AssertionError("the runtime should have cut this invocation off")
         return real_detect(event, *args, **kwargs)
 
     monkeypatch.setattr("pipeline.handlers.detect.detect_file", detect_slowly)
+    request.addfinalizer(released.set)
     detect_name = sandbox.outputs["DetectFunctionName"]
-    # 2 s virtual = 0.1 s real at the default time scale: far below the 0.5 s the slow file takes.
-    sandbox.client("lambda").update_function_configuration(FunctionName=detect_name, Timeout=2)
+    # A Timeout of 1 s is cut off after 1 real second (the time scale never shortens a handler's
+    # time below min(Timeout, the sandbox's minimum)): the slow file never finishes within it.
+    sandbox.client("lambda").update_function_configuration(FunctionName=detect_name, Timeout=1)
     files = {"scans/a.txt": pii_text(3), "scans/b.txt": pii_text(4), slow: pii_text(5)}
     upload(sandbox, files)
     wait_idle(sandbox)

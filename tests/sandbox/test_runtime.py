@@ -390,3 +390,13 @@ def test_map_items_run_concurrently_through_the_runner(runtime):
     for record in records:
         assert record.log_lines.count("going to sleep") == 1
     time.sleep(0.4)  # let the abandoned worker finish before the mock goes away
+
+
+def test_the_time_scale_shortens_a_handlers_time_only_down_to_the_minimum() -> None:
+    """Waits are scaled; the time a handler may take is not cut below min(Timeout, minimum)."""
+    runtime = LambdaRuntime(region=REGION, time_scale=TimeScale(0.05), min_real_timeout=30.0)
+    assert runtime.real_timeout(30) == 30.0  # not 1.5 s: a busy machine must not time it out
+    assert runtime.real_timeout(60) == 30.0
+    assert runtime.real_timeout(1) == 1.0  # a test that wants the cut-off sets a small Timeout
+    assert runtime.real_timeout(900) == 45.0  # long Timeouts are still shortened by the scale
+    assert LambdaRuntime(region=REGION, time_scale=TimeScale(0.05)).real_timeout(30) == 1.5
