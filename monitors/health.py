@@ -35,6 +35,7 @@ class HealthSnapshot:
     main_queue: QueueDepth
     dead_letter_depth: int
     tracker_dead_letter_depth: int
+    ingest_dead_letter_depth: int
     oldest_message_age_seconds: float | None
     active_count: int
     holders: Mapping[str, str]
@@ -61,6 +62,14 @@ def assess(snapshot: HealthSnapshot) -> list[Finding]:
     if snapshot.tracker_dead_letter_depth:
         findings.append(
             Finding("critical", "TrackerDlqNotEmpty", f"{snapshot.tracker_dead_letter_depth} status event(s) never tracked: slots may leak")
+        )
+    if snapshot.ingest_dead_letter_depth:
+        findings.append(
+            Finding(
+                "critical",
+                "IngestDlqNotEmpty",
+                f"{snapshot.ingest_dead_letter_depth} upload event(s) never ingested: their files are not processed",
+            )
         )
     if snapshot.active_count != len(snapshot.holders):
         findings.append(
@@ -125,6 +134,7 @@ def observe(resources: Any, client: Any, now: datetime | None = None) -> HealthS
         main_queue=_queue_depth(sqs, resources.MainQueueUrl),
         dead_letter_depth=_queue_depth(sqs, resources.DeadLetterQueueUrl).total,
         tracker_dead_letter_depth=_queue_depth(sqs, resources.TrackerDeadLetterQueueUrl).total,
+        ingest_dead_letter_depth=_queue_depth(sqs, resources.IngestDeadLetterQueueUrl).total,
         oldest_message_age_seconds=_oldest_message_age(client("cloudwatch"), resources.MainQueueUrl, now),
         active_count=semaphore.active_count,
         holders=dict(semaphore.holders),

@@ -830,7 +830,12 @@ def _camel(key: str) -> str:
 
 
 _SKIPPED_TYPES_CREATED = frozenset(
-    {"AWS::SQS::QueuePolicy", "AWS::CloudWatch::Alarm", "AWS::Logs::MetricFilter"}
+    {
+        "AWS::SQS::QueuePolicy",
+        "AWS::CloudWatch::Alarm",
+        "AWS::Logs::MetricFilter",
+        "AWS::Lambda::EventInvokeConfig",
+    }
 )
 _SKIPPED_TYPES_LEFT_OUT = {
     # moto evaluates a bucket policy on object requests, and a statement whose Condition does not
@@ -874,6 +879,17 @@ def _create_skipped_resources(stack: _Stack) -> None:
                     props[key] = props[key].lower() == "true" if kind is bool else kind(props[key])
             aws.client("cloudwatch").put_metric_alarm(**props)
             physical = props["AlarmName"]
+        elif resource_type == "AWS::Lambda::EventInvokeConfig":
+            # Without it an async invocation's failure (a tracker or ingest error) never reaches
+            # its OnFailure destination: the sandbox's event bus reads it from the function.
+            config: dict[str, Any] = {"FunctionName": props["FunctionName"]}
+            for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
+                if key in props:
+                    config[key] = int(props[key])
+            if props.get("DestinationConfig"):
+                config["DestinationConfig"] = props["DestinationConfig"]
+            aws.client("lambda").put_function_event_invoke_config(**config)
+            physical = _generated_name(stack, logical)
         else:  # AWS::Logs::MetricFilter
             physical = props.get("FilterName") or _generated_name(stack, logical)
             transformations = []

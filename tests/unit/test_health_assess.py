@@ -11,6 +11,7 @@ HEALTHY = HealthSnapshot(
     main_queue=QueueDepth(visible=3, in_flight=1, delayed=0),
     dead_letter_depth=0,
     tracker_dead_letter_depth=0,
+    ingest_dead_letter_depth=0,
     oldest_message_age_seconds=12.0,
     active_count=2,
     holders={"run-a": "t", "run-b": "t"},
@@ -27,9 +28,10 @@ def test_a_healthy_pipeline_has_no_findings() -> None:
     assert assess(HEALTHY) == []
 
 
-def test_messages_in_either_dlq_are_critical() -> None:
+def test_messages_in_any_dlq_are_critical() -> None:
     assert codes(replace(HEALTHY, dead_letter_depth=1)) == {"DlqNotEmpty"}
     assert codes(replace(HEALTHY, tracker_dead_letter_depth=2)) == {"TrackerDlqNotEmpty"}
+    assert codes(replace(HEALTHY, ingest_dead_letter_depth=1)) == {"IngestDlqNotEmpty"}
 
 
 def test_a_count_that_disagrees_with_its_holders_is_drift() -> None:
