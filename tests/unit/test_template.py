@@ -344,6 +344,23 @@ def test_powertools_settings(cfn: dict[str, Any]) -> None:
     assert variables["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
 
 
+LAMBDA_LEVELS = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
+
+
+def test_metrics_survive_every_log_level(template: dict[str, Any], cfn: dict[str, Any]) -> None:
+    """With JSON logs Lambda treats a line without a level (every EMF document) as INFO and drops
+    it below ApplicationLogLevel: Lambda must never filter above INFO, whatever LogLevel says;
+    powertools' Logger applies the level to our own log lines."""
+    for logical_id in resources_of_type(cfn, "AWS::Lambda::Function"):
+        logging_config = properties(cfn, logical_id)["LoggingConfig"]
+        assert logging_config["LogFormat"] == "JSON"
+        assert logging_config["ApplicationLogLevel"] == {"Fn::FindInMap": ["LogLevels", {"Ref": "LogLevel"}, "Lambda"]}
+    mapping = template["Mappings"]["LogLevels"]
+    assert set(mapping) == set(template["Parameters"]["LogLevel"]["AllowedValues"])
+    for level, lambda_level in mapping.items():
+        assert LAMBDA_LEVELS.index(lambda_level["Lambda"]) <= LAMBDA_LEVELS.index("INFO"), level
+
+
 # ------------------------------------------------------------------------------------------- IAM
 
 
