@@ -31,6 +31,7 @@ ENV_MAX_JOBS_PER_RUN = "MAX_JOBS_PER_RUN"
 ENV_CAPACITY_RETRY_SECONDS = "CAPACITY_RETRY_SECONDS"
 ENV_FOLDER_SETTLE_SECONDS = "FOLDER_SETTLE_SECONDS"
 ENV_MAX_FAILED_FILE_PERCENT = "MAX_FAILED_FILE_PERCENT"
+ENV_BATCH_MAX_ATTEMPTS = "BATCH_MAX_ATTEMPTS"
 
 ALL_ENV_NAMES = (
     ENV_TRACKING_TABLE,
@@ -51,6 +52,7 @@ ALL_ENV_NAMES = (
     ENV_CAPACITY_RETRY_SECONDS,
     ENV_FOLDER_SETTLE_SECONDS,
     ENV_MAX_FAILED_FILE_PERCENT,
+    ENV_BATCH_MAX_ATTEMPTS,
 )
 
 SUPPORTED_EXTENSIONS = frozenset({".txt", ".csv", ".json", ".md", ".log"})
@@ -102,6 +104,8 @@ class Settings:
     capacity_retry_seconds: int = 30
     folder_settle_seconds: int = 30
     max_failed_file_percent: float = 50.0
+    # Runs of one job in batch mode, the first included, before its failure is final (>= 1).
+    batch_max_attempts: int = 3
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def require(self, attribute: str) -> str:
@@ -160,6 +164,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> 
         "capacity_retry_seconds": _int(env, ENV_CAPACITY_RETRY_SECONDS, 30),
         "folder_settle_seconds": _int(env, ENV_FOLDER_SETTLE_SECONDS, 30),
         "max_failed_file_percent": float(_int(env, ENV_MAX_FAILED_FILE_PERCENT, 50)),
+        "batch_max_attempts": _int(env, ENV_BATCH_MAX_ATTEMPTS, 3, minimum=1),
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

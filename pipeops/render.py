@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 JSON_VERSION = 1
@@ -37,8 +38,10 @@ def runs_table(title: str, runs: Sequence[Mapping[str, Any]]) -> Table:
     for run in runs:
         status = run["status"]
         style = "green" if status == "COMPLETE" else "red" if status == "FAILED" else "yellow"
+        # The run's own error (retries_exhausted, StaleJobReclaimed, States.…): why it FAILED.
+        reason = f"\n{escape(str(run['error']))}" if run.get("error") else ""
         table.add_row(
-            run["job_id"], f"[{style}]{status}[/{style}]", str(run["files"]), _entities(run["entities"]), _failed(run["failed"])
+            run["job_id"], f"[{style}]{status}[/{style}]{reason}", str(run["files"]), _entities(run["entities"]), _failed(run["failed"])
         )
     return table
 
@@ -54,6 +57,7 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         ("oldest message age (max, last minute)", "unknown (no AWS/SQS metric)" if age is None else f"{age:.0f} s"),
         ("DLQ depth", str(health["dead_letter_depth"])),
         ("tracker DLQ depth", str(health["tracker_dead_letter_depth"])),
+        ("ingest DLQ depth", str(health["ingest_dead_letter_depth"])),
         ("active_count / max", f"{health['active_count']} / {health['max_concurrency']}"),
         ("holders", ", ".join(health["holders"]) or "-"),
         ("running executions", str(health["running_executions"])),

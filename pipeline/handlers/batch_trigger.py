@@ -1,4 +1,4 @@
-"""Batch trigger (scheduled, batch mode): list, group by folder, decide each job, queue or reclaim."""
+"""Batch trigger (scheduled, batch mode): list, group by folder, decide each job; queue, reclaim or give up."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ def batch_trigger() -> BatchTrigger:
         client("stepfunctions"),
         _wiring.job_queue().send,
         _wiring.settings(),
+        client("dynamodb"),
     )
 
 
