@@ -243,8 +243,8 @@ def _validate_parameters(declared: Mapping[str, Any], overrides: Mapping[str, st
             problem = f"must be at least {spec['MinLength']} characters"
         elif "MaxLength" in spec and len(value) > int(spec["MaxLength"]):
             problem = f"must be at most {spec['MaxLength']} characters"
-        if problem:
-            raise DeployError(f"Parameter {name}={value!r}: {problem}")
+        if problem:  # CloudFormation says the ConstraintDescription, when given, for any constraint
+            raise DeployError(f"Parameter {name}={value!r}: {spec.get('ConstraintDescription') or problem}")
 
 
 def _ensure_code_artifacts(aws: _Aws, template: Mapping[str, Any]) -> None:

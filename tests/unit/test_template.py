@@ -444,6 +444,18 @@ def test_stale_job_window_outlasts_the_state_machine_timeout(template: dict[str,
     assert "TimeoutSeconds" in definition, "the state machine needs a TimeoutSeconds"
     stale_minutes = int(template["Parameters"]["StaleJobMinutes"]["Default"])
     assert stale_minutes * 60 > definition["TimeoutSeconds"]
+    # ...and the template refuses any value that is not: the smallest allowed leaves a margin.
+    smallest = int(template["Parameters"]["StaleJobMinutes"]["MinValue"])
+    assert smallest * 60 >= definition["TimeoutSeconds"] + 5 * 60
+
+
+def test_a_stale_window_shorter_than_the_workflow_timeout_is_refused_at_deploy() -> None:
+    from sandbox.deploy import DeployError, _validate_parameters
+
+    declared = load_template()["Parameters"]
+    with pytest.raises(DeployError, match="StaleJobMinutes='20': must be at least 30 minutes"):
+        _validate_parameters(declared, {"StaleJobMinutes": "20"})
+    _validate_parameters(declared, {"StaleJobMinutes": "30"})
 
 
 # ------------------------------------------------------------------------------- data and access
