@@ -26,7 +26,7 @@ from pipeline.jobs import (
     parse_timestamp,
 )
 from pipeline.status import JobStatus
-from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
 STALE_ERROR = "StaleJobReclaimed"
@@ -294,6 +294,7 @@ class BatchReport:
     reclaimed: list[str] = field(default_factory=list)
     gave_up: list[str] = field(default_factory=list)
     lost_races: list[str] = field(default_factory=list)
+    slots_released: int = 0  # by reclaims: SlotsReleased counts every releaser, not just the tracker
 
 
 @dataclass(frozen=True)
@@ -363,7 +364,7 @@ class BatchTrigger:
         latest, attempts = job.latest, job.attempts
         if job.decision is Decision.RECLAIM_STALE:
             assert latest is not None
-            reclaimed = self.reclaim(latest, now)
+            reclaimed = self.reclaim(latest, now, report)
             if reclaimed is None:
                 report.lost_races.append(job.job_id)
                 return
@@ -376,7 +377,7 @@ class BatchTrigger:
         elif job.decision in (Decision.RETRY_FAILED, Decision.GIVE_UP):
             assert latest is not None
             if latest.error == STALE_ERROR:  # a reclaim interrupted after its claim: finish it first
-                self.settle(latest)
+                self.settle(latest, report)
             if job.decision is Decision.GIVE_UP:
                 self._give_up(job.job_id, latest, attempts, now, report)
                 return
@@ -394,7 +395,7 @@ class BatchTrigger:
         else:
             report.lost_races.append(job_id)
 
-    def reclaim(self, stale: RunRecord, now: datetime) -> RunRecord | None:
+    def reclaim(self, stale: RunRecord, now: datetime, report: BatchReport | None = None) -> RunRecord | None:
         """Claim the stale run, then stop its execution, then give back its slot — in that order.
 
         The claim is the FAILED write, conditional on the status and updated_at we observed: if
@@ -412,10 +413,10 @@ class BatchTrigger:
         )
         if marked is None:
             return None
-        self.settle(marked)
+        self.settle(marked, report)
         return marked
 
-    def settle(self, reclaimed: RunRecord) -> None:
+    def settle(self, reclaimed: RunRecord, report: BatchReport | None = None) -> None:
         """Stop a reclaimed run's execution if it runs, then release its slot. Idempotent.
 
         The slot is released only once the execution is known not to be running: stopped by
@@ -446,7 +447,9 @@ class BatchTrigger:
                     not in TERMINAL_EXECUTION_STATUSES
                 ):
                     raise
-        self._semaphore.release(reclaimed.run.execution_name)
+        released = self._semaphore.release(reclaimed.run.execution_name) is ReleaseResult.RELEASED
+        if report is not None and released:
+            report.slots_released += 1
 
     def queue(self, job: JobPlan, bucket: str, now: datetime) -> RunRef:
         """QUEUED is written before the message is sent: a crash in between leaves a visible record."""

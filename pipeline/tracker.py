@@ -79,6 +79,7 @@ class TrackResult:
     outcome: TrackOutcome
     marked_failed: bool = False
     record: RunRecord | None = None
+    refused_write: bool = False  # the FAILED mark was refused: the run had already ended otherwise
 
 
 def failure_fields(change: StatusChange) -> dict[str, str]:
@@ -96,4 +97,9 @@ def track(change: StatusChange, store: TrackingStore, semaphore: Semaphore, now:
         return TrackResult(outcome)
     # A refused write means the run is already terminal (the workflow or a reclaim got there first).
     record = store.transition(change.run, JobStatus.FAILED, now, fields=failure_fields(change))
-    return TrackResult(outcome, marked_failed=record is not None, record=record)
+    if record is not None:
+        return TrackResult(outcome, marked_failed=True, record=record)
+    # Refused: already FAILED (the workflow marked it) is agreement; anything else (COMPLETE) means
+    # the execution's outcome and the run's disagree -- a status write that would go backwards.
+    current = store.get_run(change.run)
+    return TrackResult(outcome, refused_write=current is not None and current.status is not JobStatus.FAILED)

@@ -197,6 +197,23 @@ def eventbridge_object_created(bucket: str, key: str, size: int = 10) -> dict[st
     }
 
 
+def emf_totals(stdout: str) -> dict[str, float]:
+    """Sum of every metric value in the EMF documents printed to stdout."""
+    totals: dict[str, float] = {}
+    for line in stdout.splitlines():
+        try:
+            document = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(document, dict) or "_aws" not in document:
+            continue
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                values = document[metric["Name"]]
+                totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values if isinstance(values, list) else [values])
+    return totals
+
+
 # -- the embedded sandbox -------------------------------------------------------------------
 
 

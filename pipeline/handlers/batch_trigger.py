@@ -33,5 +33,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     emit(Metric.BATCH_JOBS_SCHEDULED, len(report.queued))
     emit(Metric.JOBS_QUEUED, len(report.queued))
     emit(Metric.STALE_JOBS_RECLAIMED, len(report.reclaimed))
+    emit(Metric.JOBS_FAILED, len(report.reclaimed))  # a reclaim marks its run FAILED
+    emit(Metric.SLOTS_RELEASED, report.slots_released)
     logger.info("batch trigger run", extra=asdict(report))
     return asdict(report)

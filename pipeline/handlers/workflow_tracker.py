@@ -20,13 +20,20 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = track(change, _wiring.tracking_store(), _wiring.semaphore(), utc_now())
     if result.outcome is TrackOutcome.IGNORED:
         return {"outcome": result.outcome.value}
-    emit(Metric.SLOTS_RELEASED if result.outcome is TrackOutcome.RELEASED else Metric.DUPLICATE_RELEASES)
-    if result.outcome is TrackOutcome.RELEASED:
+    if change.run is None:
+        # Started by hand or redriven: it never held a slot, so its end is no duplicate release.
+        logger.warning("execution has no job in its input: it was not started by the router")
+    elif result.outcome is TrackOutcome.RELEASED:
+        emit(Metric.SLOTS_RELEASED)
         emit(Metric.JOBS_SUCCEEDED if change.status == "SUCCEEDED" else Metric.JOBS_FAILED)
         if change.duration_seconds is not None:
             emit(Metric.JOB_DURATION, change.duration_seconds)
-    if change.run is None:
-        logger.warning("execution has no job in its input: it was not started by the router")
+    else:
+        emit(Metric.DUPLICATE_RELEASES)
+    if result.refused_write:
+        # The run was already terminal (the workflow or a reclaim got there first): marking it
+        # FAILED now would move it backwards, and the conditional write refused to.
+        emit(Metric.STALE_STATUS_WRITES)
     logger.info(
         "execution status change handled",
         extra={"status": change.status, "outcome": result.outcome.value, "marked_failed": result.marked_failed},

@@ -11,7 +11,7 @@ from pipeline.jobs import JobMessage, RunRef, format_timestamp, utc_now
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
-from tests.conftest import drain_queue
+from tests.conftest import drain_queue, emf_totals
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_complete_is_skipped_failed_is_retried_fresh_active_is_left(batch_env, l
     assert set(queued_jobs(batch_env)) == {"broken/"}
 
 
-def test_a_stale_job_is_stopped_released_marked_failed_then_requeued(batch_env, lambda_context) -> None:
+def test_a_stale_job_is_stopped_released_marked_failed_then_requeued(batch_env, lambda_context, capsys) -> None:
     upload(batch_env, "stuck/a.txt")
     sfn = batch_env.client("stepfunctions")
     long_ago = utc_now() - timedelta(minutes=45)
@@ -93,6 +93,8 @@ def test_a_stale_job_is_stopped_released_marked_failed_then_requeued(batch_env, 
     requeued = queued_jobs(batch_env)["stuck/"]
     assert requeued.run != run
     assert tracking.get_run(requeued.run).status is JobStatus.QUEUED  # type: ignore[union-attr]
+    totals = emf_totals(capsys.readouterr().out)
+    assert (totals["StaleJobsReclaimed"], totals["JobsFailed"], totals["SlotsReleased"]) == (1, 1, 1)
 
 
 def test_at_most_the_configured_number_of_jobs_per_run(batch_env, lambda_context, monkeypatch) -> None:

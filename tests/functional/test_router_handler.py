@@ -14,7 +14,7 @@ from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
-from tests.conftest import drain_queue, sqs_event
+from tests.conftest import drain_queue, emf_totals, sqs_event
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
@@ -187,21 +187,6 @@ def error_lines():
     logger.removeHandler(handler)
 
 
-def emf_totals(stdout: str) -> dict[str, float]:
-    """Sum of every metric value in the EMF documents printed to stdout."""
-    totals: dict[str, float] = {}
-    for line in stdout.splitlines():
-        try:
-            document = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(document, dict) or "_aws" not in document:
-            continue
-        for directive in document["_aws"]["CloudWatchMetrics"]:
-            for metric in directive["Metrics"]:
-                values = document[metric["Name"]]
-                totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values if isinstance(values, list) else [values])
-    return totals
 
 
 def test_every_failed_record_of_a_mixed_batch_leaves_one_log_line_and_a_metric(

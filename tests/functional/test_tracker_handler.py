@@ -10,6 +10,7 @@ from pipeline.jobs import RunRef, execution_arn, format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
+from tests.conftest import emf_totals
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
@@ -93,3 +94,28 @@ def test_it_raises_when_it_cannot_do_its_work_so_eventbridge_retries(resources, 
 
     with pytest.raises(ClientError):
         workflow_tracker.handler(status_event(resources, run, "SUCCEEDED"), lambda_context)
+
+
+def test_metrics_count_each_release_once_and_ignore_hand_started_executions(resources, lambda_context, capsys) -> None:
+    run, _, _ = started_run(resources)
+    workflow_tracker.handler(status_event(resources, run, "SUCCEEDED"), lambda_context)
+    workflow_tracker.handler(status_event(resources, run, "SUCCEEDED"), lambda_context)
+    hand_started = status_event(resources, run, "SUCCEEDED", input="{}", executionArn="arn:aws:states:::execution:m:by-hand")
+    workflow_tracker.handler(hand_started, lambda_context)
+    totals = emf_totals(capsys.readouterr().out)
+    assert totals.get("SlotsReleased") == 1 and totals.get("JobsSucceeded") == 1
+    assert totals.get("DuplicateReleases") == 1  # the repeated event, not the hand-started execution
+
+
+def test_a_failure_event_for_a_completed_run_counts_a_stale_status_write(resources, lambda_context, capsys) -> None:
+    run, store, _ = started_run(resources)
+    store.transition(run, JobStatus.COMPLETE, NOW)
+    workflow_tracker.handler(status_event(resources, run, "FAILED"), lambda_context)
+    assert emf_totals(capsys.readouterr().out).get("StaleStatusWrites") == 1
+
+
+def test_a_failure_the_workflow_already_recorded_is_no_stale_write(resources, lambda_context, capsys) -> None:
+    run, store, _ = started_run(resources)
+    store.transition(run, JobStatus.FAILED, NOW, fields={"error": "TooManyFailedFiles", "cause": "x"})
+    workflow_tracker.handler(status_event(resources, run, "FAILED"), lambda_context)
+    assert "StaleStatusWrites" not in emf_totals(capsys.readouterr().out)
