@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pipeline.jobs import format_timestamp
-from pipeline.status import JobStatus
+from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
 
@@ -113,7 +113,7 @@ def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float
 
 
 def _running(sfn: Any, state_machine_arn: str) -> int:
-    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter="RUNNING")
+    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter=ExecutionStatus.RUNNING)
     return sum(len(page["executions"]) for page in pages)
 
 

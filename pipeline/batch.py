@@ -25,7 +25,7 @@ from pipeline.jobs import (
     job_id_for_key,
     parse_timestamp,
 )
-from pipeline.status import JobStatus
+from pipeline.status import TERMINAL_EXECUTION_STATUSES, JobStatus
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
@@ -36,7 +36,6 @@ RETRIES_EXHAUSTED = "retries_exhausted"
 # runs that never started (reclaimed while QUEUED), which the count skips.
 HISTORY_SLACK = 20
 # Execution statuses after which no part of the workflow runs any more.
-TERMINAL_EXECUTION_STATUSES = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 
 
 class Decision(StrEnum):

@@ -41,7 +41,7 @@ from pipeline.jobs import (
     format_timestamp,
     split_supported,
 )
-from pipeline.status import JobStatus
+from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import JointWrite, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
@@ -345,7 +345,7 @@ class Router:
             arn = call.arn
             if failure is StartFailure.ALREADY_EXISTS:
                 outcome = RouteOutcome.DUPLICATE
-                if status != "RUNNING" and acquired:
+                if status != ExecutionStatus.RUNNING and acquired:
                     # It ran and ended, and the tracker gave its slot back long ago: the one we
                     # just took belongs to nothing, and the name can never start again.
                     self._semaphore.release(call.name)

@@ -68,3 +68,27 @@ def can_transition(current: JobStatus | None, target: JobStatus) -> bool:
 def allowed_predecessors(target: JobStatus) -> tuple[JobStatus, ...]:
     """Every existing status from which `target` may be written, in lifecycle order."""
     return tuple(s for s in (*LIFECYCLE, JobStatus.FAILED) if can_transition(s, target))
+
+
+class ExecutionStatus(StrEnum):
+    """A Step Functions execution's status, as DescribeExecution and the status events say it."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    ABORTED = "ABORTED"
+    PENDING_REDRIVE = "PENDING_REDRIVE"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Ended: it holds no slot's worth of work any more (a redrive starts it anew)."""
+        return self in TERMINAL_EXECUTION_STATUSES
+
+    @property
+    def is_failure(self) -> bool:
+        return self in FAILED_EXECUTION_STATUSES
+
+
+FAILED_EXECUTION_STATUSES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.ABORTED})
+TERMINAL_EXECUTION_STATUSES = FAILED_EXECUTION_STATUSES | {ExecutionStatus.SUCCEEDED}

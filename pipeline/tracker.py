@@ -16,12 +16,10 @@ from enum import StrEnum
 from typing import Any
 
 from pipeline.jobs import RunRef, execution_name_from_arn
-from pipeline.status import JobStatus
+from pipeline.status import FAILED_EXECUTION_STATUSES, TERMINAL_EXECUTION_STATUSES, JobStatus
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
-FAILED_EXECUTION_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
-TERMINAL_EXECUTION_STATUSES = FAILED_EXECUTION_STATUSES | {"SUCCEEDED"}
 MAX_CAUSE_CHARS = 1000
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
-from pipeline.status import JobStatus
+from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.resources import StackResources
@@ -130,7 +130,7 @@ def run_mode(
         semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
 
         def peaks() -> tuple[int, int]:
-            running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter="RUNNING")
+            running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
             return len(running["executions"]), semaphore.read().active_count
 
         keys = sorted(files)

@@ -6,6 +6,7 @@ from typing import Any
 
 from pipeline.handlers import _wiring
 from pipeline.jobs import utc_now
+from pipeline.status import ExecutionStatus
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -25,7 +26,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.warning("execution has no job in its input: it was not started by the router")
     elif result.outcome is TrackOutcome.RELEASED:
         emit(Metric.SLOTS_RELEASED)
-        emit(Metric.JOBS_SUCCEEDED if change.status == "SUCCEEDED" else Metric.JOBS_FAILED)
+        emit(Metric.JOBS_SUCCEEDED if change.status == ExecutionStatus.SUCCEEDED else Metric.JOBS_FAILED)
         if change.duration_seconds is not None:
             emit(Metric.JOB_DURATION, change.duration_seconds)
     else:

@@ -169,6 +169,53 @@ class Semaphore:
         response = self._client.get_item(TableName=self._table, Key=self._key, ConsistentRead=True)
         return SemaphoreState.from_item(response.get("Item"))
 
+    # -- the reconciler's repairs: each conditional on exactly what it observed ------------------
+
+    def release_observed(self, holder: str, acquired_at: str) -> ReleaseResult:
+        """Release `holder` only if it still carries the acquire time that was observed.
+
+        A router that adopted the slot since re-stamps it, and a holder released and taken again
+        has a new time: either makes this a lost race (NOT_HELD), never a wrong release.
+        """
+        for at_floor in (False, True):
+            update = self._release_update(holder, at_floor=at_floor)
+            update["ConditionExpression"] = update["ConditionExpression"].replace(
+                "attribute_exists(#h)", "#h = :seen"
+            )
+            update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], ":seen": {"S": acquired_at}}
+            try:
+                self._client.update_item(**update)
+                return ReleaseResult.RELEASED
+            except Exception as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+        return ReleaseResult.NOT_HELD
+
+    def set_count(self, active_count: int, expected_version: int) -> bool:
+        """Set `active_count` (to the number of holders) if nothing wrote the item since it was read.
+
+        Every write to the item bumps `version`, so the count is repaired only against the exact
+        holders it was computed from. False: a lost race, left to the next reconcile.
+        """
+        condition = "version = :seen" if expected_version else "attribute_not_exists(version) OR version = :seen"
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key,
+                UpdateExpression="SET active_count = :count ADD version :one",
+                ConditionExpression=condition,
+                ExpressionAttributeValues={
+                    ":count": {"N": str(active_count)},
+                    ":one": {"N": "1"},
+                    ":seen": {"N": str(expected_version)},
+                },
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     # -- the router's joint writes: the slot and the run change together, or neither ------------
 
     def admit(self, holder: str, acquired_at: str, max_slots: int, guard: Mapping[str, Any]) -> JointWrite:

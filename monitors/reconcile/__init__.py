@@ -1,0 +1,1 @@
+"""The reconciler: observe -> plan -> act -> verify (DESIGN.md §3)."""

@@ -1,0 +1,173 @@
+"""The reconciler's shell: observe the world, carry a plan out, and write down what was done.
+
+`plan` (monitors.reconcile.plan) decides; this module only reads and writes. Reads are ordered on
+purpose: the semaphore first, then the running executions, then DescribeExecution for every slot
+and active run whose execution was not listed, so a router that takes a slot and starts meanwhile
+is seen as running, never as a leak. Every write is conditional on what was observed; a write that
+finds the world changed is a lost race, counted and left to the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from monitors.reconcile.model import (
+    Action,
+    ActionKind,
+    ActiveRun,
+    Holder,
+    Observation,
+    Plan,
+    ReconcileSettings,
+)
+from monitors.reconcile.plan import plan
+from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.semaphore import ReleaseResult, Semaphore
+from pipeline.stores.tracking import TrackingStore
+
+AUDIT_PREFIX = "audit#reconcile#"
+AUDIT_RETENTION = timedelta(days=30)
+
+
+class ActionResult(StrEnum):
+    APPLIED = "applied"
+    SKIPPED = "skipped"  # a dry run
+    RACE_LOST = "race_lost"  # the world changed since the observation: the next run looks again
+
+
+@dataclass(frozen=True)
+class Applied:
+    action: Action
+    result: ActionResult
+
+
+@dataclass(frozen=True)
+class Reconciler:
+    """Everything the reconciler reads and writes, built once (Lambda) or per command (CLI)."""
+
+    semaphore: Semaphore
+    executions: ExecutionsStore
+    tracking: TrackingStore
+    send: Callable[[JobMessage, int], None]  # announce a run on the main queue
+    dynamodb: Any  # for the audit records, in the coordination table
+    coordination_table: str
+    settings: ReconcileSettings
+    actor: str  # who applies: the Lambda's ARN or the CLI user's
+    clock: Callable[[], datetime]
+
+    def observe(self) -> Observation:
+        semaphore_read_at = self.clock()
+        state = self.semaphore.read()
+        running = tuple(self.executions.running())
+        active = tuple(_active(record) for record in self.tracking.active_runs())
+        listed = {execution.name for execution in running}
+        to_describe = {holder for holder in state.holders} | {
+            run.execution_name for run in active if run.status is not JobStatus.QUEUED
+        }
+        described = {name: self.executions.describe(name) for name in sorted(to_describe - listed)}
+        return Observation(
+            taken_at=self.clock(),
+            semaphore_read_at=semaphore_read_at,
+            active_count=state.active_count,
+            version=state.version,
+            holders=tuple(Holder(name, acquired) for name, acquired in sorted(state.holders.items())),
+            running=running,
+            described=described,
+            active_runs=active,
+            settings=self.settings,
+        )
+
+    def act(self, actions: Sequence[Action], *, apply: bool) -> list[Applied]:
+        done: list[Applied] = []
+        for action in actions:
+            if not apply:
+                done.append(Applied(action, ActionResult.SKIPPED))
+                continue
+            result = ActionResult.APPLIED if self._apply(action) else ActionResult.RACE_LOST
+            if result is ActionResult.APPLIED:
+                self._audit(action)
+            done.append(Applied(action, result))
+        return done
+
+    def _apply(self, action: Action) -> bool:
+        if action.kind is ActionKind.SET_COUNT:
+            return self.semaphore.set_count(int(action.values["active_count"]), int(action.expected["version"]))
+        if action.kind is ActionKind.RELEASE_HOLDER:
+            return self.semaphore.release_observed(action.target, str(action.expected["acquired_at"])) is ReleaseResult.RELEASED
+        run = RunRef(str(action.expected["job_id"]), str(action.expected["started_at"]))
+        if action.kind is ActionKind.MARK_RUN_FAILED:
+            marked = self.tracking.transition(
+                run,
+                JobStatus.FAILED,
+                self.clock(),
+                fields={"error": action.values["error"], "cause": action.values["cause"]},
+                expected_status=JobStatus(action.expected["status"]),
+                expected_updated_at=str(action.expected["updated_at"]),
+            )
+            return marked is not None
+        if action.kind is ActionKind.REANNOUNCE_RUN:
+            current = self.tracking.get_run(run)
+            if current is None or current.status.value != action.expected["status"] or current.execution_arn:
+                return False
+            self.send(JobMessage(run.job_id, run.started_at, str(action.values.get("bucket") or "")), 0)
+            return True
+        raise ValueError(f"unknown action {action.kind}")
+
+    def _audit(self, action: Action) -> None:
+        """What, why, before, after, when and by whom: one item per applied repair, kept 30 days."""
+        now = self.clock()
+        record = {
+            "doc_key": {"S": f"{AUDIT_PREFIX}{format_timestamp(now)}#{uuid.uuid4().hex[:8]}"},
+            "action": {"S": action.kind.value},
+            "target": {"S": action.target},
+            "reason": {"S": action.reason},
+            "before": {"S": json.dumps(dict(action.expected), sort_keys=True)},
+            "after": {"S": json.dumps(dict(action.values), sort_keys=True)},
+            "at": {"S": format_timestamp(now)},
+            "by": {"S": self.actor},
+            "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
+        }
+        self.dynamodb.put_item(TableName=self.coordination_table, Item=record)
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    observed: Observation
+    plan: Plan
+    applied: list[Applied] = field(default_factory=list)
+    after: Observation | None = None
+    apply: bool = False
+
+    @property
+    def remaining_findings(self) -> int:
+        """Findings left once the run is over (dry run: the ones found)."""
+        return len(plan(self.after).findings) if self.after is not None else len(self.plan.findings)
+
+
+def reconcile(reconciler: Reconciler, *, apply: bool) -> ReconcileReport:
+    """One pass: observe, plan, act (or only say what would be done), observe again when applied."""
+    observed = reconciler.observe()
+    decided = plan(observed)
+    applied = reconciler.act(decided.actions, apply=apply)
+    after = reconciler.observe() if apply and decided.actions else (observed if apply else None)
+    return ReconcileReport(observed, decided, applied, after, apply)
+
+
+def _active(record: Any) -> ActiveRun:
+    return ActiveRun(
+        job_id=record.job_id,
+        started_at=record.started_at,
+        status=record.status,
+        updated_at=record.updated_at,
+        execution_name=record.run.execution_name,
+        execution_arn=record.execution_arn,
+        bucket=record.bucket or "",
+    )

@@ -1,0 +1,123 @@
+"""What the reconciler sees, finds and does, as plain data (DESIGN.md §3).
+
+The observation carries identities, not counts: which holder, since when; which execution, since
+when; which run, in which status. `plan(observation)` is a pure function of it; every action
+carries the values it was planned from, so the executor's write is conditional on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionOutcome, RunningExecution
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One slot of the semaphore: the execution name it was taken for, and when (re-stamped on adopt)."""
+
+    name: str
+    acquired_at: str  # as stored: the release is conditional on this exact value
+
+    @property
+    def since(self) -> datetime:
+        return datetime.fromisoformat(self.acquired_at.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run in an active status, read from the sparse active index."""
+
+    job_id: str
+    started_at: str
+    status: JobStatus
+    updated_at: str
+    execution_name: str
+    execution_arn: str | None = None
+    bucket: str = ""
+
+    @property
+    def last_change(self) -> datetime:
+        return datetime.fromisoformat(self.updated_at.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    max_slots: int
+    # A holder or run younger than this may still be in a router's hands (router timeout + margin).
+    grace_seconds: float = 120.0
+    # At most this many repairs a run; the rest wait for the next run (level-triggered).
+    max_repairs: int = 25
+    # Releasing more holders than this share of the max at once suspects the observer, not the world.
+    implausible_share: float = 0.5
+    processing_mode: str = "realtime"
+
+
+@dataclass(frozen=True)
+class Observation:
+    taken_at: datetime
+    semaphore_read_at: datetime  # before the executions were listed: the order makes orphans honest
+    active_count: int
+    version: int
+    holders: tuple[Holder, ...]
+    running: tuple[RunningExecution, ...]
+    # For every holder and active run whose execution was not listed RUNNING: what DescribeExecution
+    # said afterwards (status None: no such execution; RUNNING: it started after the listing).
+    described: Mapping[str, ExecutionOutcome]
+    active_runs: tuple[ActiveRun, ...]
+    settings: ReconcileSettings
+
+    @property
+    def drift(self) -> int:
+        """CounterDrift: the count minus the router-started executions running now."""
+        held = {h.name for h in self.holders}
+        return self.active_count - sum(1 for e in self.running if e.name in held)
+
+
+class FindingKind(StrEnum):
+    LEAKED_SLOT = "leaked_slot"
+    SLOT_WITHOUT_EXECUTION = "slot_without_execution"
+    ORPHAN_EXECUTION = "orphan_execution"
+    COUNT_MISMATCH = "count_mismatch"
+    STUCK_RUN = "stuck_run"
+    IMPLAUSIBLE_DRIFT = "implausible_drift"
+    REPAIRS_CAPPED = "repairs_capped"
+
+
+class ActionKind(StrEnum):
+    RELEASE_HOLDER = "release_holder"  # conditional on the observed acquire time
+    SET_COUNT = "set_count"  # conditional on the observed version
+    MARK_RUN_FAILED = "mark_run_failed"  # conditional on the observed status and updated_at
+    REANNOUNCE_RUN = "reannounce_run"  # the deterministic name makes a second message harmless
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: FindingKind
+    target: str  # the execution name or run it concerns ("semaphore" for the count)
+    reason: str
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: ActionKind
+    target: str
+    reason: str
+    # What the write is conditional on, and what it writes (plain values, for the audit record too).
+    expected: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    findings: tuple[Finding, ...]
+    actions: tuple[Action, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings

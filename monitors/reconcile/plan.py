@@ -1,0 +1,187 @@
+"""The reconciler's decisions: `plan(observation) -> Plan`, pure (DESIGN.md §3).
+
+Level-triggered, like a Kubernetes controller: nothing here trusts an event, every finding comes
+from what the observation holds now, and running it again on the repaired world finds nothing.
+Each action carries the observed values its write is conditional on, so a reconciler racing the
+router, the tracker or another reconciler loses the race instead of corrupting state.
+
+The rules, in the order their actions are applied:
+- count_mismatch: `active_count` differs from its own holders (one consistent read) -> set the
+  count to the holders, conditional on the version read. Never subject to the implausible guard.
+- leaked_slot: a holder whose execution has ended -> release it (conditional on its acquire
+  time); a failed execution's run that is still active is marked FAILED with its error and cause.
+- slot_without_execution: a holder with no execution, older than the grace -> release it; its run,
+  if still IN_PROGRESS with no execution, is announced again so that the router starts it (no file
+  is lost). Younger than the grace: nothing (a router may be between admission and start).
+- implausible_drift: more releases at once than a share of the max -> release nothing: a wrong
+  state machine ARN or a missing permission also reads as "nothing runs". Suspect the observer.
+- orphan_execution: a running execution that holds no slot and started before the semaphore was
+  read (started by hand, or redriven) -> reported, never stopped, never given a slot.
+- stuck_run: an active run whose execution has ended, or an IN_PROGRESS run with no execution
+  past the grace, and no holder -> marked FAILED from the execution's real outcome, or announced
+  again when it never started. (Batch mode retries FAILED runs itself.)
+At most `max_repairs` actions a run; the rest wait for the next run (repairs_capped).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from monitors.reconcile.model import (
+    Action,
+    ActionKind,
+    ActiveRun,
+    Finding,
+    FindingKind,
+    Holder,
+    Observation,
+    Plan,
+)
+from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.stores.executions import ExecutionOutcome
+
+STUCK_ERROR = "ReconcilerStuckRun"
+MAX_CAUSE_CHARS = 1000
+
+
+def plan(observation: Observation) -> Plan:
+    settings = observation.settings
+    now = observation.taken_at
+    findings: list[Finding] = []
+    actions: list[Action] = []
+
+    if observation.active_count != len(observation.holders):
+        findings.append(
+            Finding(
+                FindingKind.COUNT_MISMATCH,
+                "semaphore",
+                f"active_count is {observation.active_count} but {len(observation.holders)} holder(s) hold slots",
+            )
+        )
+        actions.append(
+            Action(
+                ActionKind.SET_COUNT,
+                "semaphore",
+                "count the holders",
+                expected={"version": observation.version, "active_count": observation.active_count},
+                values={"active_count": len(observation.holders)},
+            )
+        )
+
+    running = {execution.name for execution in observation.running}
+    held = {holder.name for holder in observation.holders}
+    runs = {run.execution_name: run for run in observation.active_runs}
+
+    releases: list[Action] = []
+    follow_ups: list[Action] = []
+    for holder in observation.holders:
+        if holder.name in running:
+            continue
+        outcome = observation.described.get(holder.name)
+        if outcome is None or outcome.status is ExecutionStatus.RUNNING:
+            continue  # not described, or it started after the listing: nothing is wrong
+        run = runs.get(holder.name)
+        if outcome.exists:
+            status = outcome.status.value if outcome.status else "?"
+            findings.append(Finding(FindingKind.LEAKED_SLOT, holder.name, f"its execution ended {status}"))
+            releases.append(_release(holder, f"execution ended {status}"))
+            if run is not None and outcome.status is not None and outcome.status.is_failure:
+                follow_ups.append(_mark_failed(run, outcome.error or f"Execution{status.title().replace('_', '')}", outcome.cause or f"execution ended {status}"))
+        elif _age(now, holder.since) > settings.grace_seconds:
+            age = int(_age(now, holder.since))
+            findings.append(
+                Finding(FindingKind.SLOT_WITHOUT_EXECUTION, holder.name, f"held {age} s and no execution of its name exists")
+            )
+            releases.append(_release(holder, "no execution of its name exists"))
+            if run is not None and run.status is JobStatus.IN_PROGRESS:
+                follow_ups.append(_reannounce(run, "its router died before starting it"))
+            elif run is not None:
+                follow_ups.append(_mark_failed(run, STUCK_ERROR, f"{run.status.value} with a slot but no execution"))
+
+    limit = max(1, int(settings.implausible_share * settings.max_slots))
+    if len(releases) > limit:
+        findings.append(
+            Finding(
+                FindingKind.IMPLAUSIBLE_DRIFT,
+                "semaphore",
+                f"{len(releases)} holder(s) would be released at once (more than {limit} of {settings.max_slots}): "
+                "check the state machine ARN and the reconciler's permissions before trusting it",
+            )
+        )
+    else:
+        actions += releases + follow_ups
+
+    for execution in observation.running:
+        if execution.name not in held and execution.started_at < observation.semaphore_read_at:
+            findings.append(
+                Finding(FindingKind.ORPHAN_EXECUTION, execution.name, "running without a slot: started by hand or redriven")
+            )
+
+    for run in observation.active_runs:
+        if run.status is JobStatus.QUEUED or run.execution_name in running or run.execution_name in held:
+            continue
+        outcome = observation.described.get(run.execution_name)
+        if outcome is None or outcome.status is ExecutionStatus.RUNNING:
+            continue
+        stuck = _stuck_run_action(run, outcome, now, settings.grace_seconds)
+        if stuck is not None:
+            findings.append(Finding(FindingKind.STUCK_RUN, _run_target(run), stuck.reason))
+            actions.append(stuck)
+
+    if len(actions) > settings.max_repairs:
+        findings.append(
+            Finding(
+                FindingKind.REPAIRS_CAPPED,
+                "reconciler",
+                f"{len(actions)} repairs planned, {settings.max_repairs} applied a run; the rest next run",
+            )
+        )
+        actions = actions[: settings.max_repairs]
+    return Plan(tuple(findings), tuple(actions))
+
+
+def _stuck_run_action(run: ActiveRun, outcome: ExecutionOutcome, now: datetime, grace: float) -> Action | None:
+    if outcome.exists:
+        status = outcome.status.value if outcome.status else "?"
+        if outcome.status is ExecutionStatus.SUCCEEDED:
+            return _mark_failed(run, STUCK_ERROR, f"its execution SUCCEEDED but the run stayed {run.status.value}")
+        return _mark_failed(
+            run, outcome.error or f"Execution{status.title().replace('_', '')}", outcome.cause or f"execution ended {status}"
+        )
+    if _age(now, run.last_change) <= grace:
+        return None
+    if run.status is JobStatus.IN_PROGRESS:
+        return _reannounce(run, "IN_PROGRESS with no execution and no slot: never started")
+    return _mark_failed(run, STUCK_ERROR, f"{run.status.value} with no execution")
+
+
+def _release(holder: Holder, reason: str) -> Action:
+    return Action(ActionKind.RELEASE_HOLDER, holder.name, reason, expected={"acquired_at": holder.acquired_at})
+
+
+def _mark_failed(run: ActiveRun, error: str, cause: str) -> Action:
+    return Action(
+        ActionKind.MARK_RUN_FAILED,
+        _run_target(run),
+        cause[:MAX_CAUSE_CHARS],
+        expected={"job_id": run.job_id, "started_at": run.started_at, "status": run.status.value, "updated_at": run.updated_at},
+        values={"error": error, "cause": cause[:MAX_CAUSE_CHARS]},
+    )
+
+
+def _reannounce(run: ActiveRun, reason: str) -> Action:
+    return Action(
+        ActionKind.REANNOUNCE_RUN,
+        _run_target(run),
+        reason,
+        expected={"job_id": run.job_id, "started_at": run.started_at, "status": run.status.value},
+        values={"bucket": run.bucket},
+    )
+
+
+def _run_target(run: ActiveRun) -> str:
+    return f"{run.job_id}@{run.started_at}"
+
+
+def _age(now: datetime, since: datetime) -> float:
+    return (now - since).total_seconds()

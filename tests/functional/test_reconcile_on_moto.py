@@ -1,0 +1,153 @@
+"""The reconciler against moto: dry run changes nothing, apply repairs and audits, again finds nothing;
+every write conditional on what was observed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from monitors.reconcile.loop import AUDIT_PREFIX, ActionResult, Reconciler, reconcile
+from monitors.reconcile.model import ReconcileSettings
+from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.tracking import TrackingStore
+from tests.conftest import drain_queue
+
+NOW = datetime.now(UTC)
+LONG_AGO = NOW - timedelta(minutes=30)
+
+
+@pytest.fixture
+def world(resources) -> dict[str, Any]:
+    ddb = resources.client("dynamodb")
+    sqs = resources.client("sqs")
+
+    def send(message: JobMessage, delay: int) -> None:
+        sqs.send_message(QueueUrl=resources.main_queue_url, MessageBody=message.to_json(), DelaySeconds=delay)
+
+    reconciler = Reconciler(
+        semaphore=Semaphore(resources.coordination_table, ddb),
+        executions=ExecutionsStore(resources.client("stepfunctions"), resources.state_machine_arn),
+        tracking=TrackingStore(resources.tracking_table, ddb),
+        send=send,
+        dynamodb=ddb,
+        coordination_table=resources.coordination_table,
+        settings=ReconcileSettings(max_slots=4, grace_seconds=60),
+        actor="arn:aws:iam::123456789012:user/on-call",
+        clock=lambda: datetime.now(UTC),
+    )
+    return {"reconciler": reconciler, "resources": resources, "ddb": ddb, "sfn": resources.client("stepfunctions")}
+
+
+def audit_records(world: dict[str, Any]) -> list[dict[str, Any]]:
+    items = world["ddb"].scan(TableName=world["resources"].coordination_table)["Items"]
+    return [item for item in items if item["doc_key"]["S"].startswith(AUDIT_PREFIX)]
+
+
+def started_run(world: dict[str, Any], job: str, status: JobStatus = JobStatus.DETECTING) -> RunRef:
+    store: TrackingStore = world["reconciler"].tracking
+    run = RunRef(job, format_timestamp(LONG_AGO))
+    store.create_run(run, [f"{job}a.txt"], world["resources"].input_bucket, LONG_AGO)
+    if status is not JobStatus.QUEUED:
+        store.transition(run, status, LONG_AGO)
+    return run
+
+
+def start_execution(world: dict[str, Any], run: RunRef) -> str:
+    return world["sfn"].start_execution(
+        stateMachineArn=world["resources"].state_machine_arn,
+        name=run.execution_name,
+        input=json.dumps({"job_id": run.job_id, "started_at": run.started_at}),
+    )["executionArn"]
+
+
+def test_a_leaked_slot_dry_run_then_apply_then_nothing_to_do(world) -> None:
+    semaphore: Semaphore = world["reconciler"].semaphore
+    run = started_run(world, "claims/")
+    semaphore.acquire(run.execution_name, format_timestamp(LONG_AGO), 4)
+    world["sfn"].stop_execution(executionArn=start_execution(world, run))  # ended; the tracker never heard
+
+    dry = reconcile(world["reconciler"], apply=False)
+    assert [f.kind.value for f in dry.plan.findings] == ["leaked_slot"]
+    assert {a.result for a in dry.applied} == {ActionResult.SKIPPED}
+    assert set(semaphore.read().holders) == {run.execution_name} and audit_records(world) == []
+
+    applied = reconcile(world["reconciler"], apply=True)
+    assert [a.result for a in applied.applied] == [ActionResult.APPLIED, ActionResult.APPLIED]
+    assert semaphore.read().holders == {} and semaphore.read().active_count == 0
+    record = world["reconciler"].tracking.get_run(run)
+    assert record is not None and record.status is JobStatus.FAILED
+    audits = audit_records(world)
+    assert {a["action"]["S"] for a in audits} == {"release_holder", "mark_run_failed"}
+    assert {a["by"]["S"] for a in audits} == {"arn:aws:iam::123456789012:user/on-call"}
+    assert applied.remaining_findings == 0
+
+    again = reconcile(world["reconciler"], apply=True)
+    assert again.plan.clean and again.applied == []
+
+
+def test_the_stall_signature_is_repaired_to_the_holders(world) -> None:
+    semaphore: Semaphore = world["reconciler"].semaphore
+    world["ddb"].put_item(
+        TableName=world["resources"].coordination_table,
+        Item={"doc_key": {"S": "workflow_counter"}, "active_count": {"N": "4"}, "version": {"N": "9"}},
+    )
+    report = reconcile(world["reconciler"], apply=True)
+    assert [f.kind.value for f in report.plan.findings] == ["count_mismatch"]
+    assert semaphore.read().active_count == 0 and report.remaining_findings == 0
+
+
+def test_a_holder_restamped_after_the_observation_is_a_lost_race_not_a_release(world) -> None:
+    reconciler: Reconciler = world["reconciler"]
+    run = started_run(world, "late/", JobStatus.IN_PROGRESS)
+    reconciler.semaphore.acquire(run.execution_name, format_timestamp(LONG_AGO), 4)
+    observed = reconciler.observe()
+    from monitors.reconcile.plan import plan
+
+    decided = plan(observed)
+    assert [a.kind.value for a in decided.actions] == ["release_holder", "reannounce_run"]
+    # A router adopts the slot (re-stamps it) between the observation and the repair.
+    world["ddb"].update_item(
+        TableName=world["resources"].coordination_table,
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET #h = :now ADD version :one",
+        ExpressionAttributeNames={"#h": f"h#{run.execution_name}"},
+        ExpressionAttributeValues={":now": {"S": format_timestamp(datetime.now(UTC))}, ":one": {"N": "1"}},
+    )
+    [release, *_] = reconciler.act(decided.actions, apply=True)
+    assert release.result is ActionResult.RACE_LOST
+    assert set(reconciler.semaphore.read().holders) == {run.execution_name}
+
+
+def test_a_slot_whose_router_died_is_released_and_its_run_announced_again(world) -> None:
+    reconciler: Reconciler = world["reconciler"]
+    run = started_run(world, "dead/", JobStatus.IN_PROGRESS)
+    reconciler.semaphore.acquire(run.execution_name, format_timestamp(LONG_AGO), 4)
+    report = reconcile(reconciler, apply=True)
+    assert [f.kind.value for f in report.plan.findings] == ["slot_without_execution"]
+    assert reconciler.semaphore.read().holders == {}
+    [message] = drain_queue(world["resources"].client("sqs"), world["resources"].main_queue_url)
+    assert JobMessage.from_json(message["Body"]).run == run
+
+
+def test_a_fresh_holder_with_no_execution_yet_is_never_released(world) -> None:
+    reconciler: Reconciler = world["reconciler"]
+    run = started_run(world, "fresh/", JobStatus.IN_PROGRESS)
+    reconciler.semaphore.acquire(run.execution_name, format_timestamp(datetime.now(UTC)), 4)
+    report = reconcile(reconciler, apply=True)
+    assert report.plan.clean
+    assert set(reconciler.semaphore.read().holders) == {run.execution_name}
+
+
+def test_a_count_repair_on_a_changed_item_is_a_lost_race(world) -> None:
+    semaphore: Semaphore = world["reconciler"].semaphore
+    semaphore.acquire("someone", format_timestamp(datetime.now(UTC)), 4)
+    state = semaphore.read()
+    semaphore.acquire("another", format_timestamp(datetime.now(UTC)), 4)  # bumps the version
+    assert semaphore.set_count(0, state.version) is False
+    assert semaphore.read().active_count == 2

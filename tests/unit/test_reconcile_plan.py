@@ -1,0 +1,206 @@
+"""The reconciler's plan: one frozen healthy observation, one thing changed per case."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from monitors.reconcile.model import (
+    ActionKind,
+    ActiveRun,
+    FindingKind,
+    Holder,
+    Observation,
+    ReconcileSettings,
+)
+from monitors.reconcile.plan import plan
+from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.stores.executions import ExecutionOutcome, RunningExecution
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+LONG_AGO = NOW - timedelta(minutes=30)
+JUST_NOW = NOW - timedelta(seconds=5)
+
+
+def stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def run(name: str, status: JobStatus = JobStatus.DETECTING, updated: datetime = LONG_AGO) -> ActiveRun:
+    return ActiveRun(
+        job_id=f"{name}/", started_at=stamp(LONG_AGO), status=status, updated_at=stamp(updated), execution_name=name, bucket="in"
+    )
+
+
+def running(name: str, started: datetime = LONG_AGO) -> RunningExecution:
+    return RunningExecution(name, f"arn:aws:states:us-east-1:1:execution:sm:{name}", started)
+
+
+def ended(name: str, status: ExecutionStatus | None, error: str | None = None) -> ExecutionOutcome:
+    return ExecutionOutcome(name, f"arn:aws:states:us-east-1:1:execution:sm:{name}", status, error=error, cause="why" if error else None)
+
+
+# Two router-started executions, each holding its slot, their runs mid-workflow: nothing to do.
+HEALTHY = Observation(
+    taken_at=NOW,
+    semaphore_read_at=NOW - timedelta(seconds=1),
+    active_count=2,
+    version=7,
+    holders=(Holder("a", stamp(LONG_AGO)), Holder("b", stamp(LONG_AGO))),
+    running=(running("a"), running("b")),
+    described={},
+    active_runs=(run("a"), run("b")),
+    settings=ReconcileSettings(max_slots=10, grace_seconds=120),
+)
+
+
+def kinds(observation: Observation) -> list[str]:
+    return [finding.kind.value for finding in plan(observation).findings]
+
+
+def actions(observation: Observation) -> list[tuple[str, str]]:
+    return [(action.kind.value, action.target) for action in plan(observation).actions]
+
+
+def test_a_healthy_pipeline_needs_nothing() -> None:
+    assert plan(HEALTHY).clean and plan(HEALTHY).actions == ()
+    assert HEALTHY.drift == 0
+
+
+def test_a_count_that_disagrees_with_its_holders_is_set_to_them_conditionally() -> None:
+    stalled = replace(HEALTHY, active_count=10, holders=(), running=(), active_runs=())
+    [action] = plan(stalled).actions
+    assert kinds(stalled) == ["count_mismatch"]
+    assert action.kind is ActionKind.SET_COUNT
+    assert action.values == {"active_count": 0} and action.expected["version"] == 7
+
+
+def test_a_holder_whose_execution_failed_is_released_and_its_run_marked_failed() -> None:
+    leaked = replace(HEALTHY, running=(running("b"),), described={"a": ended("a", ExecutionStatus.FAILED, "States.TaskFailed")})
+    assert kinds(leaked) == ["leaked_slot"]
+    release, mark = plan(leaked).actions
+    assert (release.kind, release.target, release.expected) == (ActionKind.RELEASE_HOLDER, "a", {"acquired_at": stamp(LONG_AGO)})
+    assert mark.kind is ActionKind.MARK_RUN_FAILED and mark.values["error"] == "States.TaskFailed"
+    assert mark.expected["status"] == "DETECTING"
+
+
+def test_a_holder_whose_execution_succeeded_is_released_and_its_run_left_to_the_workflow() -> None:
+    leaked = replace(HEALTHY, running=(running("b"),), described={"a": ended("a", ExecutionStatus.SUCCEEDED)})
+    assert actions(leaked) == [("release_holder", "a")]
+
+
+def test_an_execution_that_started_after_the_listing_is_not_a_leak() -> None:
+    late = replace(HEALTHY, running=(running("b"),), described={"a": ended("a", ExecutionStatus.RUNNING)})
+    assert plan(late).clean
+
+
+def test_a_fresh_holder_without_an_execution_is_left_to_its_router() -> None:
+    fresh = replace(
+        HEALTHY,
+        holders=(Holder("a", stamp(LONG_AGO)), Holder("b", stamp(JUST_NOW))),
+        running=(running("a"),),
+        described={"b": ended("b", None)},
+        active_runs=(run("a"), run("b", JobStatus.IN_PROGRESS, updated=JUST_NOW)),
+    )
+    assert plan(fresh).clean
+
+
+def test_an_old_holder_without_an_execution_is_released_and_its_run_announced_again() -> None:
+    dead_router = replace(
+        HEALTHY,
+        running=(running("a"),),
+        described={"b": ended("b", None)},
+        active_runs=(run("a"), run("b", JobStatus.IN_PROGRESS)),
+    )
+    assert kinds(dead_router) == ["slot_without_execution"]
+    assert actions(dead_router) == [("release_holder", "b"), ("reannounce_run", f"b/@{stamp(LONG_AGO)}")]
+
+
+def test_releasing_most_slots_at_once_suspects_the_observer_and_releases_nothing() -> None:
+    names = [f"x{i}" for i in range(6)]
+    blind = replace(
+        HEALTHY,
+        active_count=6,
+        holders=tuple(Holder(n, stamp(LONG_AGO)) for n in names),
+        running=(),
+        described={n: ended(n, None) for n in names},
+        active_runs=(),
+    )
+    found = kinds(blind)
+    assert found.count("slot_without_execution") == 6 and "implausible_drift" in found
+    assert plan(blind).actions == ()
+
+
+def test_the_stall_signature_is_repaired_even_when_implausible() -> None:
+    """A count of the max with no holder comes from one consistent read: no guard applies."""
+    stall = replace(HEALTHY, active_count=10, holders=(), running=(), active_runs=())
+    assert actions(stall) == [("set_count", "semaphore")]
+
+
+def test_a_running_execution_without_a_slot_is_reported_never_acted_on() -> None:
+    by_hand = replace(HEALTHY, running=(*HEALTHY.running, running("manual")))
+    assert kinds(by_hand) == ["orphan_execution"] and plan(by_hand).actions == ()
+
+
+def test_an_execution_started_after_the_semaphore_read_is_not_an_orphan() -> None:
+    racing = replace(HEALTHY, running=(*HEALTHY.running, running("c", started=NOW)))
+    assert plan(racing).clean
+
+
+def test_an_active_run_whose_execution_ended_without_a_slot_is_marked_from_its_outcome() -> None:
+    stuck = replace(
+        HEALTHY,
+        active_count=1,
+        holders=(Holder("a", stamp(LONG_AGO)),),
+        running=(running("a"),),
+        described={"b": ended("b", ExecutionStatus.TIMED_OUT, "States.Timeout")},
+    )
+    assert kinds(stuck) == ["stuck_run"]
+    [mark] = plan(stuck).actions
+    assert mark.kind is ActionKind.MARK_RUN_FAILED and mark.values["error"] == "States.Timeout"
+
+
+def test_an_in_progress_run_that_never_started_is_announced_again_after_the_grace() -> None:
+    never = replace(
+        HEALTHY,
+        active_count=1,
+        holders=(Holder("a", stamp(LONG_AGO)),),
+        running=(running("a"),),
+        described={"b": ended("b", None)},
+        active_runs=(run("a"), run("b", JobStatus.IN_PROGRESS)),
+    )
+    assert actions(never) == [("reannounce_run", f"b/@{stamp(LONG_AGO)}")]
+    young = replace(never, active_runs=(run("a"), run("b", JobStatus.IN_PROGRESS, updated=JUST_NOW)))
+    assert plan(young).clean
+
+
+def test_queued_runs_are_left_to_the_router() -> None:
+    queued = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, run("q", JobStatus.QUEUED)), described={"q": ended("q", None)})
+    assert plan(queued).clean
+
+
+def test_repairs_are_capped_per_run() -> None:
+    names = [f"x{i}" for i in range(4)]
+    many = replace(
+        HEALTHY,
+        active_count=4,
+        holders=tuple(Holder(n, stamp(LONG_AGO)) for n in names),
+        running=(),
+        described={n: ended(n, ExecutionStatus.SUCCEEDED) for n in names},
+        active_runs=(),
+        settings=ReconcileSettings(max_slots=10, max_repairs=3),
+    )
+    assert len(plan(many).actions) == 3 and "repairs_capped" in kinds(many)
+
+
+def test_drift_counts_slots_not_held_by_a_running_execution() -> None:
+    assert replace(HEALTHY, running=(running("a"),)).drift == 1
+    assert replace(HEALTHY, active_count=3).drift == 1
+
+
+def test_each_finding_kind_is_covered_by_a_case_here() -> None:
+    covered = {
+        FindingKind.COUNT_MISMATCH, FindingKind.LEAKED_SLOT, FindingKind.SLOT_WITHOUT_EXECUTION,
+        FindingKind.IMPLAUSIBLE_DRIFT, FindingKind.ORPHAN_EXECUTION, FindingKind.STUCK_RUN, FindingKind.REPAIRS_CAPPED,
+    }
+    assert covered == set(FindingKind)
