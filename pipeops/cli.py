@@ -246,6 +246,41 @@ def job_show(
         render.console.print(f"  {line.get('timestamp', '')} {line['function']} {line.get('level', '')} {line.get('message', '')}")
 
 
+@app.command()
+def reconcile(
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out (default: a dry run that changes nothing).")] = False,
+    grace_seconds: Annotated[
+        float | None,
+        typer.Option(help="Leave slots and runs younger than this alone (default: the router's timeout + 60 s)."),
+    ] = None,
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Compare the semaphore's holders with the running executions and the active runs; repair drift.
+
+    Dry run by default: prints what it observed, what it found and what it would do. With --apply
+    every repair is conditional on what was observed and audited; then it observes again. Exit 0 when
+    nothing is wrong after the run, 1 when findings remain, 2 on error.
+    """
+    from pipeops import reconcile as reconcile_command
+
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    try:
+        report = reconcile_command.run(resources, connection.client, apply=apply, grace_seconds=grace_seconds)
+    except Exception as exc:  # an observation that cannot be made is an error, never "nothing to do"
+        render.console.print(f"[red]error:[/red] reconcile failed: {type(exc).__name__}: {exc}")
+        raise typer.Exit(2) from None
+    data = report.to_dict()
+    if as_json:
+        render.emit_json("reconcile", data)
+    else:
+        render.console.print(render.reconcile_table(data))
+    if data["remaining_findings"]:
+        raise typer.Exit(1)
+
+
 @app.command("metrics")
 def metrics_catalog(as_json: JsonOption = False) -> None:
     """List the metric catalog: every metric the pipeline emits, its unit and meaning."""

@@ -71,3 +71,25 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     if not findings:
         table.add_row("[green]findings[/green]", "none")
     return table
+
+
+def reconcile_table(data: Mapping[str, Any]) -> Table:
+    observed = data["observed"]
+    title = "Reconcile (applied)" if data["applied"] else "Reconcile (dry run: nothing changed)"
+    table = Table(title=title, show_header=False)
+    table.add_column("what")
+    table.add_column("value", overflow="fold")
+    table.add_row("active_count / max", f"{observed['active_count']} / {observed['max']}")
+    table.add_row("holders", ", ".join(observed["holders"]) or "-")
+    table.add_row("running executions", ", ".join(observed["running_executions"]) or "-")
+    table.add_row("active runs", str(observed["active_runs"]))
+    drift_after = "" if data["drift_after"] is None else f" -> {data['drift_after']}"
+    table.add_row("counter drift", f"{data['drift_before']}{drift_after}")
+    for finding in data["findings"]:
+        table.add_row(f"[red]{finding['kind']}[/red]", f"{escape(finding['target'])}: {escape(finding['reason'])}")
+    for action in data["actions"]:
+        colour = {"applied": "green", "race_lost": "yellow"}.get(action["result"], "cyan")
+        table.add_row(f"[{colour}]{action['result']}[/{colour}]", f"{action['kind']} {escape(action['target'])}")
+    if not data["findings"]:
+        table.add_row("[green]findings[/green]", "none")
+    return table

@@ -151,6 +151,34 @@ class ReconcileReport:
         """Findings left once the run is over (dry run: the ones found)."""
         return len(plan(self.after).findings) if self.after is not None else len(self.plan.findings)
 
+    def count(self, result: ActionResult, *kinds: ActionKind) -> int:
+        return sum(1 for a in self.applied if a.result is result and (not kinds or a.action.kind in kinds))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain data: the CLI's `--json` (kind `reconcile`) and the Lambda's result."""
+        return {
+            "observed": observed_summary(self.observed),
+            "findings": [{"kind": f.kind.value, "target": f.target, "reason": f.reason} for f in self.plan.findings],
+            "actions": [
+                {"kind": a.action.kind.value, "target": a.action.target, "reason": a.action.reason, "result": a.result.value}
+                for a in self.applied
+            ],
+            "drift_before": self.observed.drift,
+            "drift_after": self.after.drift if self.after is not None else None,
+            "applied": self.apply,
+            "remaining_findings": self.remaining_findings,
+        }
+
+
+def observed_summary(observation: Observation) -> dict[str, Any]:
+    return {
+        "active_count": observation.active_count,
+        "holders": {holder.name: holder.acquired_at for holder in observation.holders},
+        "running_executions": [execution.name for execution in observation.running],
+        "max": observation.settings.max_slots,
+        "active_runs": len(observation.active_runs),
+    }
+
 
 def reconcile(reconciler: Reconciler, *, apply: bool) -> ReconcileReport:
     """One pass: observe, plan, act (or only say what would be done), observe again when applied."""

@@ -59,6 +59,16 @@ class Metric(StrEnum):
     BATCH_JOBS_SCHEDULED = "BatchJobsScheduled"
     STALE_JOBS_RECLAIMED = "StaleJobsReclaimed"
     STALE_STATUS_WRITES = "StaleStatusWrites"
+    # The reconciler (monitors/reconcile), every run:
+    RECONCILE_RUNS = "ReconcileRuns"
+    CONCURRENCY_ACTIVE = "ConcurrencyActive"
+    WORKFLOWS_RUNNING = "WorkflowsRunning"
+    COUNTER_DRIFT = "CounterDrift"
+    LEAKED_SLOTS_RELEASED = "LeakedSlotsReleased"
+    ORPHAN_EXECUTIONS = "OrphanExecutions"
+    STUCK_RUNS_REPAIRED = "StuckRunsRepaired"
+    RECONCILE_RACES_LOST = "ReconcileRacesLost"
+    IMPLAUSIBLE_DRIFT = "ImplausibleDrift"
 
 
 _C, _S = Unit.COUNT, Unit.SECONDS
@@ -100,6 +110,28 @@ CATALOG: dict[Metric, MetricSpec] = {
         MetricSpec(Metric.BATCH_JOBS_SCHEDULED, _C, "Jobs the batch trigger queued (new, retried or reclaimed)."),
         MetricSpec(Metric.STALE_JOBS_RECLAIMED, _C, "Active jobs with no progress past the stale window, reclaimed."),
         MetricSpec(Metric.STALE_STATUS_WRITES, _C, "Status writes refused because they would move a job backwards."),
+        MetricSpec(Metric.RECONCILE_RUNS, _C, "Reconciler runs (heartbeat: one per run; its absence pages)."),
+        MetricSpec(Metric.CONCURRENCY_ACTIVE, _C, "active_count as the reconciler read it (slots held)."),
+        MetricSpec(Metric.WORKFLOWS_RUNNING, _C, "Executions of the state machine RUNNING when the reconciler listed them."),
+        MetricSpec(
+            Metric.COUNTER_DRIFT,
+            _C,
+            "active_count minus the router-started executions running: positive = slots held by nothing.",
+        ),
+        MetricSpec(
+            Metric.LEAKED_SLOTS_RELEASED,
+            _C,
+            "Slots the reconciler released: held for an execution that ended, or for none past the grace period.",
+        ),
+        MetricSpec(Metric.ORPHAN_EXECUTIONS, _C, "Running executions that hold no slot (started by hand or redriven); reported, never stopped."),
+        MetricSpec(Metric.STUCK_RUNS_REPAIRED, _C, "Active runs brought to their execution's outcome, or announced again, by the reconciler."),
+        MetricSpec(Metric.RECONCILE_RACES_LOST, _C, "Repairs refused because the world changed since the observation; retried next run."),
+        MetricSpec(
+            Metric.IMPLAUSIBLE_DRIFT,
+            _C,
+            "1 when the reconciler would release too many slots at once and released none: suspect its view "
+            "(state machine ARN, permissions) before the pipeline.",
+        ),
     )
 }
 

@@ -16,7 +16,7 @@ from pipeline.status import JobStatus
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
-from tests.conftest import drain_queue
+from tests.conftest import drain_queue, emf_totals
 
 NOW = datetime.now(UTC)
 LONG_AGO = NOW - timedelta(minutes=30)
@@ -151,3 +151,23 @@ def test_a_count_repair_on_a_changed_item_is_a_lost_race(world) -> None:
     semaphore.acquire("another", format_timestamp(datetime.now(UTC)), 4)  # bumps the version
     assert semaphore.set_count(0, state.version) is False
     assert semaphore.read().active_count == 2
+
+
+def test_the_lambda_applies_on_schedule_plans_on_demand_and_emits_every_metric(world, lambda_context, capsys) -> None:
+    from monitors.reconcile import handler as reconciler_lambda
+
+    run = started_run(world, "lambda/")
+    world["reconciler"].semaphore.acquire(run.execution_name, format_timestamp(LONG_AGO), 4)
+    world["sfn"].stop_execution(executionArn=start_execution(world, run))
+
+    dry = reconciler_lambda.handler({"dry_run": True}, lambda_context)
+    assert [f["kind"] for f in dry["findings"]] == ["leaked_slot"] and dry["applied"] is False
+    assert set(world["reconciler"].semaphore.read().holders) == {run.execution_name}
+
+    scheduled = reconciler_lambda.handler({}, lambda_context)
+    assert scheduled["applied"] is True and scheduled["remaining_findings"] == 0
+    assert world["reconciler"].semaphore.read().holders == {}
+    totals = emf_totals(capsys.readouterr().out)
+    assert totals["ReconcileRuns"] == 2 and totals["LeakedSlotsReleased"] == 1
+    assert totals["StuckRunsRepaired"] == 1 and totals["CounterDrift"] == 2  # 1 per run, before repair
+    assert {"ConcurrencyActive", "WorkflowsRunning", "OrphanExecutions", "ReconcileRacesLost", "ImplausibleDrift"} <= set(totals)

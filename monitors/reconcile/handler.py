@@ -1,0 +1,91 @@
+"""The scheduled reconciler Lambda: one reconcile pass, its metrics and one log line.
+
+Invoked by its schedule (applies the plan) or on demand with `{"dry_run": true}` (plans only).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
+from monitors.reconcile.model import ActionKind, FindingKind, ReconcileSettings
+from pipeline.aws import client
+from pipeline.handlers import _wiring
+from pipeline.stores.executions import ExecutionsStore
+from pipeline.telemetry import emit, logger
+from pipeline.telemetry.catalog import Metric
+from pipeline.telemetry.handler import instrumented
+
+ENV_GRACE_SECONDS = "RECONCILE_GRACE_SECONDS"
+ENV_MAX_REPAIRS = "RECONCILE_MAX_REPAIRS"
+
+
+@_wiring.built_once
+def _reconciler_parts() -> dict[str, Any]:
+    import os
+
+    settings = _wiring.settings()
+    return {
+        "settings": ReconcileSettings(
+            max_slots=settings.max_concurrent_workflows,
+            grace_seconds=float(os.environ.get(ENV_GRACE_SECONDS, "120")),
+            max_repairs=int(os.environ.get(ENV_MAX_REPAIRS, "25")),
+            processing_mode=settings.processing_mode.value,
+        ),
+        "executions": ExecutionsStore(client("stepfunctions"), settings.require("state_machine_arn")),
+    }
+
+
+def _reconciler(actor: str) -> Reconciler:
+    parts = _reconciler_parts()
+    settings = _wiring.settings()
+    return Reconciler(
+        semaphore=_wiring.semaphore(),
+        executions=parts["executions"],
+        tracking=_wiring.tracking_store(),
+        send=_wiring.job_queue().send,
+        dynamodb=client("dynamodb"),
+        coordination_table=settings.require("coordination_table"),
+        settings=parts["settings"],
+        actor=actor,
+        clock=lambda: datetime.now(UTC),
+    )
+
+
+def emit_report(report: ReconcileReport) -> None:
+    """Every run emits the same set, zeros included: an alarm on any of them never starves."""
+    found = [finding.kind for finding in report.plan.findings]
+    emit(Metric.RECONCILE_RUNS)
+    emit(Metric.CONCURRENCY_ACTIVE, report.observed.active_count)
+    emit(Metric.WORKFLOWS_RUNNING, len(report.observed.running))
+    emit(Metric.COUNTER_DRIFT, report.observed.drift)
+    emit(Metric.LEAKED_SLOTS_RELEASED, report.count(ActionResult.APPLIED, ActionKind.RELEASE_HOLDER))
+    emit(Metric.ORPHAN_EXECUTIONS, found.count(FindingKind.ORPHAN_EXECUTION))
+    emit(
+        Metric.STUCK_RUNS_REPAIRED,
+        report.count(ActionResult.APPLIED, ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN),
+    )
+    emit(Metric.RECONCILE_RACES_LOST, report.count(ActionResult.RACE_LOST))
+    emit(Metric.IMPLAUSIBLE_DRIFT, 1 if FindingKind.IMPLAUSIBLE_DRIFT in found else 0)
+
+
+@instrumented("reconciler")
+def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
+    dry_run = bool((event or {}).get("dry_run", False))
+    actor = str(getattr(context, "invoked_function_arn", "") or "reconciler")
+    report = reconcile(_reconciler(actor), apply=not dry_run)
+    emit_report(report)
+    result = report.to_dict()
+    log = logger.warning if result["findings"] else logger.info
+    log(
+        "reconcile run",
+        extra={
+            "dry_run": dry_run,
+            "findings": result["findings"],
+            "actions": result["actions"],
+            "drift_before": result["drift_before"],
+            "drift_after": result["drift_after"],
+        },
+    )
+    return result

@@ -1,0 +1,135 @@
+"""`pipeops reconcile` on the sandbox, each drift induced for real: dry run changes nothing and
+reports it; --apply repairs it and writes an audit record; applying again finds nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from monitors.reconcile.loop import AUDIT_PREFIX
+from pipeline.status import JobStatus
+from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
+from pipeops.cli import app
+
+pytestmark = pytest.mark.slow
+
+
+def reconcile(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(app, ["reconcile", "--json", *args])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.output)["data"]
+
+
+def semaphore(sandbox: Any) -> Semaphore:
+    return Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb"))
+
+
+def audits(sandbox: Any) -> list[dict[str, Any]]:
+    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["CoordinationTableName"])["Items"]
+    return [item for item in items if item["doc_key"]["S"].startswith(AUDIT_PREFIX)]
+
+
+def runs(sandbox: Any) -> list[RunRecord]:
+    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
+    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
+
+
+def put(sandbox: Any, key: str, body: bytes = b"mail ann@corp.example\n") -> None:
+    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=body)
+
+
+def test_an_edited_count_is_reported_then_repaired_then_clean(sandbox: Any) -> None:
+    sandbox.client("dynamodb").update_item(
+        TableName=sandbox.outputs["CoordinationTableName"],
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :n ADD version :one",
+        ExpressionAttributeValues={":n": {"N": "10"}, ":one": {"N": "1"}},
+    )
+    code, dry = reconcile()
+    assert code == 1 and [f["kind"] for f in dry["findings"]] == ["count_mismatch"]
+    assert dry["applied"] is False and [a["result"] for a in dry["actions"]] == ["skipped"]
+    assert semaphore(sandbox).read().active_count == 10 and audits(sandbox) == []
+
+    code, applied = reconcile("--apply")
+    assert code == 0 and [a["result"] for a in applied["actions"]] == ["applied"]
+    assert semaphore(sandbox).read().active_count == 0
+    assert applied["drift_before"] == 10 and applied["drift_after"] == 0
+    assert [a["action"]["S"] for a in audits(sandbox)] == ["set_count"]
+
+    code, again = reconcile("--apply")
+    assert code == 0 and again["findings"] == [] and again["actions"] == []
+
+
+def test_a_lost_status_event_leaks_a_slot_that_reconcile_releases(sandbox: Any) -> None:
+    rule = sandbox.deployment.resources["WorkflowTrackerFunctionExecutionStatusChange"]
+    sandbox.bus.pause_rule(rule)  # the tracker never hears the execution end
+    put(sandbox, "leak.txt")
+    assert sandbox.wait_until_idle(120)
+    [run] = runs(sandbox)
+    assert run.status is JobStatus.COMPLETE
+    assert set(semaphore(sandbox).read().holders) == {run.run.execution_name}
+
+    code, dry = reconcile()
+    assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [("leaked_slot", run.run.execution_name)]
+    assert set(semaphore(sandbox).read().holders) == {run.run.execution_name}
+
+    code, applied = reconcile("--apply")
+    assert code == 0 and [a["kind"] for a in applied["actions"]] == ["release_holder"]
+    state = semaphore(sandbox).read()
+    assert state.holders == {} and state.active_count == 0
+    assert [a["action"]["S"] for a in audits(sandbox)] == ["release_holder"]
+
+    code, again = reconcile("--apply")
+    assert code == 0 and again["findings"] == []
+    # The held status event arrives at last: the tracker finds no holder and changes nothing.
+    sandbox.bus.resume_rule(rule)
+    assert sandbox.wait_until_idle(60)
+    assert semaphore(sandbox).read().active_count == 0
+
+
+def test_a_router_that_died_after_admission_with_its_message_lost_is_started_again(
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipeline.routing as routing
+
+    real_start = routing.Router._start
+
+    def die_before_starting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise SystemExit("router crashed after taking its slot (injected)")
+
+    monkeypatch.setattr(routing.Router, "_start", die_before_starting)
+    put(sandbox, "orphaned.txt")
+    sqs = sandbox.client("sqs")
+    queue = sandbox.outputs["MainQueueUrl"]
+    deadline_runs: list[RunRecord] = []
+    for _ in range(600):  # until the router has admitted the run (IN_PROGRESS, slot held)
+        deadline_runs = runs(sandbox)
+        if deadline_runs and deadline_runs[0].status is JobStatus.IN_PROGRESS:
+            break
+        sandbox.bus.wait_until_idle(0.1)
+    [run] = deadline_runs
+    assert run.status is JobStatus.IN_PROGRESS and run.execution_arn is None
+    sandbox.poller.stop()  # the message is lost: nothing will redeliver it
+    sqs.purge_queue(QueueUrl=queue)
+    monkeypatch.setattr(routing.Router, "_start", real_start)
+    assert set(semaphore(sandbox).read().holders) == {run.run.execution_name}
+
+    code, fresh = reconcile()  # younger than the default grace: left to its router
+    assert code == 0 and fresh["findings"] == []
+    code, dry = reconcile("--grace-seconds", "0")
+    assert code == 1 and [f["kind"] for f in dry["findings"]] == ["slot_without_execution"]
+
+    code, applied = reconcile("--apply", "--grace-seconds", "0")
+    assert [a["kind"] for a in applied["actions"]] == ["release_holder", "reannounce_run"]
+    assert {a["result"] for a in applied["actions"]} == {"applied"}
+    sandbox.poller.start()
+    assert sandbox.wait_until_idle(120)
+    [done] = runs(sandbox)
+    assert done.status is JobStatus.COMPLETE and done.execution_arn
+    assert semaphore(sandbox).read().holders == {}
+    code, again = reconcile("--apply", "--grace-seconds", "0")
+    assert code == 0 and again["findings"] == []
