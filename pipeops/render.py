@@ -63,8 +63,19 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         ("running executions", str(health["running_executions"])),
         ("jobs by status", ", ".join(f"{k} {v}" for k, v in health["jobs_by_status"].items()) or "-"),
     ]
+    reconciler = health.get("reconciler") or {}
+    last = reconciler.get("last_run")
+    rows.append(
+        (
+            "reconciler last run",
+            "never" if not last else f"{last['at']}: {last['finding_count']} finding(s), {last['repairs']} repair(s), "
+            f"{last['remaining_findings']} left",
+        )
+    )
     for name, value in rows:
         table.add_row(name, value)
+    for finding in reconciler.get("findings", []):
+        table.add_row(f"[red]{finding['kind']}[/red]", f"{escape(finding['target'])}: {escape(finding['reason'])} (pipeops reconcile)")
     for finding in findings:
         colour = "red" if finding["severity"] == "critical" else "yellow"
         table.add_row(f"[{colour}]{finding['code']}[/{colour}]", finding["message"])

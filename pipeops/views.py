@@ -24,14 +24,32 @@ class StatusView:
     stack_name: str
     snapshot: HealthSnapshot
     findings: list[Finding]
+    # The reconciler: its last applied run, and what a dry run finds now (the same finding kinds).
+    reconciler_last_run: dict[str, Any] | None = None
+    reconcile_findings: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stack": self.stack_name, **self.snapshot.to_dict(), "findings": [asdict(f) for f in self.findings]}
+        return {
+            "stack": self.stack_name,
+            **self.snapshot.to_dict(),
+            "findings": [asdict(f) for f in self.findings],
+            "reconciler": {"last_run": self.reconciler_last_run, "findings": self.reconcile_findings},
+        }
 
 
 def status(resources: StackResources, client: Client) -> StatusView:
+    from monitors.reconcile.loop import last_run
+    from pipeops import reconcile
+
     snapshot = observe(resources, client)
-    return StatusView(resources.stack_name, snapshot, assess(snapshot))
+    dry = reconcile.run(resources, client, apply=False)
+    return StatusView(
+        resources.stack_name,
+        snapshot,
+        assess(snapshot),
+        reconciler_last_run=last_run(client("dynamodb"), resources.CoordinationTableName),
+        reconcile_findings=dry.to_dict()["findings"],
+    )
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

@@ -35,6 +35,9 @@ from pipeline.stores.tracking import TrackingStore
 
 AUDIT_PREFIX = "audit#reconcile#"
 AUDIT_RETENTION = timedelta(days=30)
+# One item, overwritten by every applied run: what `pipeops status` shows of the reconciler.
+LAST_RUN_KEY = "reconcile#last-run"
+MAX_LISTED_FINDINGS = 20
 
 
 class ActionResult(StrEnum):
@@ -121,6 +124,23 @@ class Reconciler:
             return True
         raise ValueError(f"unknown action {action.kind}")
 
+    def record_last_run(self, report: ReconcileReport) -> None:
+        """Overwrite the last-run item: when, by whom, what it found and what it repaired."""
+        now = self.clock()
+        findings = [{"kind": f.kind.value, "target": f.target} for f in report.plan.findings[:MAX_LISTED_FINDINGS]]
+        item = {
+            "doc_key": {"S": LAST_RUN_KEY},
+            "at": {"S": format_timestamp(now)},
+            "by": {"S": self.actor},
+            "findings": {"S": json.dumps(findings)},
+            "finding_count": {"N": str(len(report.plan.findings))},
+            "repairs": {"N": str(report.count(ActionResult.APPLIED))},
+            "races_lost": {"N": str(report.count(ActionResult.RACE_LOST))},
+            "remaining_findings": {"N": str(report.remaining_findings)},
+            "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
+        }
+        self.dynamodb.put_item(TableName=self.coordination_table, Item=item)
+
     def _audit(self, action: Action) -> None:
         """What, why, before, after, when and by whom: one item per applied repair, kept 30 days."""
         now = self.clock()
@@ -186,7 +206,26 @@ def reconcile(reconciler: Reconciler, *, apply: bool) -> ReconcileReport:
     decided = plan(observed)
     applied = reconciler.act(decided.actions, apply=apply)
     after = reconciler.observe() if apply and decided.actions else (observed if apply else None)
-    return ReconcileReport(observed, decided, applied, after, apply)
+    report = ReconcileReport(observed, decided, applied, after, apply)
+    if apply:
+        reconciler.record_last_run(report)
+    return report
+
+
+def last_run(dynamodb: Any, coordination_table: str) -> dict[str, Any] | None:
+    """The last applied run as plain data, or None if the reconciler never ran."""
+    item = dynamodb.get_item(TableName=coordination_table, Key={"doc_key": {"S": LAST_RUN_KEY}}).get("Item")
+    if not item:
+        return None
+    return {
+        "at": item["at"]["S"],
+        "by": item["by"]["S"],
+        "findings": json.loads(item["findings"]["S"]),
+        "finding_count": int(item["finding_count"]["N"]),
+        "repairs": int(item["repairs"]["N"]),
+        "races_lost": int(item["races_lost"]["N"]),
+        "remaining_findings": int(item["remaining_findings"]["N"]),
+    }
 
 
 def _active(record: Any) -> ActiveRun:

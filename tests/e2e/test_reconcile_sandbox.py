@@ -24,6 +24,12 @@ def reconcile(*args: str) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.output)["data"]
 
 
+def status(sandbox: Any) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["status", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["data"]
+
+
 def semaphore(sandbox: Any) -> Semaphore:
     return Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb"))
 
@@ -53,12 +59,19 @@ def test_an_edited_count_is_reported_then_repaired_then_clean(sandbox: Any) -> N
     assert code == 1 and [f["kind"] for f in dry["findings"]] == ["count_mismatch"]
     assert dry["applied"] is False and [a["result"] for a in dry["actions"]] == ["skipped"]
     assert semaphore(sandbox).read().active_count == 10 and audits(sandbox) == []
+    before = status(sandbox)
+    assert before["reconciler"]["last_run"] is None
+    assert [f["kind"] for f in before["reconciler"]["findings"]] == ["count_mismatch"]
 
     code, applied = reconcile("--apply")
     assert code == 0 and [a["result"] for a in applied["actions"]] == ["applied"]
     assert semaphore(sandbox).read().active_count == 0
     assert applied["drift_before"] == 10 and applied["drift_after"] == 0
     assert [a["action"]["S"] for a in audits(sandbox)] == ["set_count"]
+
+    after = status(sandbox)["reconciler"]
+    assert after["findings"] == []
+    assert after["last_run"]["repairs"] == 1 and after["last_run"]["finding_count"] == 1
 
     code, again = reconcile("--apply")
     assert code == 0 and again["findings"] == [] and again["actions"] == []
