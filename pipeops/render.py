@@ -104,3 +104,20 @@ def reconcile_table(data: Mapping[str, Any]) -> Table:
     if not data["findings"]:
         table.add_row("[green]findings[/green]", "none")
     return table
+
+
+def failures_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title=title, show_lines=True)
+    for column in ("execution", "state", "file", "error", "attempts", "cause"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        error = f"{escape(row['error'])}" + (" [green](recovered)[/green]" if row["recovered"] else "")
+        table.add_row(
+            escape(row["execution"]),
+            escape(row["state"]),
+            escape(row["file_key"] or "-"),
+            error,
+            str(row["attempts"]),
+            escape(row["cause"][:200]),
+        )
+    return table
