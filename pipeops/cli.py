@@ -253,6 +253,18 @@ def reconcile(
         float | None,
         typer.Option(help="Leave slots and runs younger than this alone (default: the router's timeout + 60 s)."),
     ] = None,
+    legacy_table: Annotated[
+        str | None, typer.Option(help="Legacy mode: the table of a plain counter with no holders (seed-style pipelines).")
+    ] = None,
+    legacy_key_name: Annotated[str, typer.Option(help="Legacy mode: the counter item's partition key name.")] = "pk",
+    legacy_key_value: Annotated[str, typer.Option(help="Legacy mode: the counter item's key value.")] = "workflow_counter",
+    legacy_count_attribute: Annotated[str, typer.Option(help="Legacy mode: the counter attribute.")] = "active_count",
+    state_machine_arn: Annotated[
+        str | None, typer.Option(help="Legacy mode: the state machine whose RUNNING executions the counter counts (default: the stack's).")
+    ] = None,
+    state_file: Annotated[
+        Path | None, typer.Option(help="Legacy mode: where the previous observation is kept between runs.")
+    ] = None,
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
@@ -262,10 +274,17 @@ def reconcile(
 
     Dry run by default: prints what it observed, what it found and what it would do. With --apply
     every repair is conditional on what was observed and audited; then it observes again. Exit 0 when
-    nothing is wrong after the run, 1 when findings remain, 2 on error.
+    nothing is wrong after the run, 1 when findings remain, 2 on error. With --legacy-table, a plain
+    counter is repaired to the running executions only when two runs a grace window apart agree.
     """
     from pipeops import reconcile as reconcile_command
 
+    if legacy_table:
+        _reconcile_legacy(
+            legacy_table, legacy_key_name, legacy_key_value, legacy_count_attribute, state_machine_arn,
+            state_file, grace_seconds, apply, endpoint_url, stack_name, region, as_json,
+        )
+        return
     connection, resources = _connect(stack_name, endpoint_url, region)
     try:
         report = reconcile_command.run(resources, connection.client, apply=apply, grace_seconds=grace_seconds)
@@ -278,6 +297,52 @@ def reconcile(
     else:
         render.console.print(render.reconcile_table(data))
     if data["remaining_findings"]:
+        raise typer.Exit(1)
+
+
+def _reconcile_legacy(
+    table: str,
+    key_name: str,
+    key_value: str,
+    count_attribute: str,
+    state_machine_arn: str | None,
+    state_file: Path | None,
+    grace_seconds: float | None,
+    apply: bool,
+    endpoint_url: str | None,
+    stack_name: str | None,
+    region: str | None,
+    as_json: bool,
+) -> None:
+    from datetime import UTC, datetime
+
+    from monitors.reconcile import legacy
+
+    connection = Connection.resolve(stack_name, endpoint_url, region)
+    try:
+        arn = state_machine_arn or _connect(stack_name, endpoint_url, region)[1].StateMachineArn
+        counter = legacy.LegacyCounter(table, key_name, key_value, count_attribute)
+        path = state_file or Path.home() / ".cache" / "pipeops" / f"legacy-{table}-{key_value}.json"
+        previous = legacy.load_sample(path)
+        dynamodb = connection.client("dynamodb")
+        current = legacy.sample(dynamodb, connection.client("stepfunctions"), counter, arn, datetime.now(UTC))
+        decision = legacy.decide(previous, current, 120.0 if grace_seconds is None else grace_seconds)
+        applied = legacy.repair(dynamodb, counter, decision) if apply and decision.verdict == "repair" else None
+        legacy.save_sample(path, current)
+    except NoCredentialsError as exc:
+        render.console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    except Exception as exc:
+        render.console.print(f"[red]error:[/red] legacy reconcile failed: {type(exc).__name__}: {exc}")
+        raise typer.Exit(2) from None
+    data = legacy.to_dict(previous, current, decision, applied)
+    if as_json:
+        render.emit_json("reconcile", data)
+    else:
+        render.console.print(f"legacy counter {table}/{key_value}: {decision.verdict}: {decision.reason}")
+        if applied is not None:
+            render.console.print("[green]repaired[/green]" if applied else "[yellow]race lost: the counter moved; left[/yellow]")
+    if decision.verdict in ("remember", "changing") or (decision.verdict == "repair" and not applied):
         raise typer.Exit(1)
 
 
