@@ -17,6 +17,9 @@ One run measures, in one process:
    is sandbox machinery (poller, event bus, status watcher, the runtime's log and metric writes)
    or the benchmark itself. A counter on `BaseClient._make_api_call` cross-checks the total.
 3. Raw moto throughput (`bench.raw_moto`), for comparison with the sandbox's numbers.
+
+The report is rewritten whole, except the `<!-- bench:NAME -->` sections other benchmarks own
+(`bench.sections`; e.g. `bench.reconcile`'s), which are carried over as they were.
 """
 
 from __future__ import annotations
@@ -740,6 +743,15 @@ def _progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def _write_report(path: Path, text: str) -> None:
+    """Write the report, keeping the sections other benchmarks own (`<!-- bench:NAME -->`)."""
+    from bench.sections import keep_sections
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text() if path.exists() else ""
+    path.write_text(keep_sections(old, text))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     counter = ApiCallCounter().install()  # first: before any botocore session exists
     meter = ThreadCpuMeter().install()
@@ -747,7 +759,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render:
         from bench.report import render
 
-        args.out.write_text(render(json.loads(args.render.read_text())))
+        _write_report(args.out, render(json.loads(args.render.read_text())))
         _progress(f"rendered {args.render} to {args.out}")
         return 0
     files = args.files or (30 if args.quick else 100)
@@ -809,8 +821,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from bench.report import render
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(results))
+    _write_report(args.out, render(results))
     _progress(f"wrote {args.out} in {results['meta']['duration_s']:.0f}s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))

@@ -51,7 +51,9 @@ class ExecutionsStore:
     def running(self) -> Iterator[RunningExecution]:
         """Every RUNNING execution, all pages (ListExecutions returns at most 1,000 a page)."""
         pages = self._sfn.get_paginator("list_executions").paginate(
-            stateMachineArn=self.state_machine_arn, statusFilter=ExecutionStatus.RUNNING.value
+            stateMachineArn=self.state_machine_arn,
+            statusFilter=ExecutionStatus.RUNNING.value,
+            PaginationConfig={"PageSize": 1000},  # the API's maximum: one call for most pipelines
         )
         for page in pages:
             for execution in page["executions"]:
