@@ -2,6 +2,13 @@
 
 Findings hold entity types and offsets, never values. The synthetic mapping (original → fake)
 is secret: it is written with SSE-KMS when a key is configured and never logged.
+
+Per-file results live here too, one small JSON object per file and phase
+(`results/<phase>/<digest of the key>.json`), not in the Step Functions state: a run's state
+carries file keys, counts and pointers only, so it stays far below the 256 KiB state limit
+whatever the files' outcomes (a failure's cause is cut to `MAX_CAUSE_BYTES` where it is stored).
+The key is derived from the file key, so every reader finds a file's result without listing, and
+a file with no result is noticed, never skipped.
 """
 
 from __future__ import annotations
@@ -23,6 +30,35 @@ def findings_key(execution_name: str, file_key: str) -> str:
 
 def mapping_key(execution_name: str) -> str:
     return f"{WORK_PREFIX}/{execution_name}/mapping.json"
+
+
+# Phases whose per-file results are stored.
+DETECT_PHASE = "detect"
+REDACT_PHASE = "redact"
+RESULT_PHASES = (DETECT_PHASE, REDACT_PHASE)
+# A stored error's cause (the Lambda error JSON with its stack trace) is cut to this many bytes.
+MAX_CAUSE_BYTES = 1024
+MAX_ERROR_NAME_BYTES = 128
+
+
+def results_prefix(execution_name: str) -> str:
+    """Where a run's per-file results live (the tracking record points here)."""
+    return f"{WORK_PREFIX}/{execution_name}/results/"
+
+
+def result_key(execution_name: str, phase: str, file_key: str) -> str:
+    if phase not in RESULT_PHASES:
+        raise ValueError(f"unknown phase {phase!r}")
+    digest = hashlib.sha256(file_key.encode()).hexdigest()[:40]
+    return f"{results_prefix(execution_name)}{phase}/{digest}.json"
+
+
+def truncate_utf8(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` UTF-8 bytes, never inside a character."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    return encoded[:limit].decode("utf-8", errors="ignore")
 
 
 class NotUtf8Error(ValueError):
@@ -104,3 +140,22 @@ class ArtifactStore:
 
     def read_mapping(self, key: str) -> dict[str, str]:
         return json.loads(self._s3.get_object(Bucket=self._output, Key=key)["Body"].read())
+
+    def write_result(self, execution_name: str, phase: str, result: dict[str, Any]) -> str:
+        """Store one file's result of one phase (the file key inside names it); returns the key."""
+        key = result_key(execution_name, phase, result["file_key"])
+        body = json.dumps(result, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        self._s3.put_object(
+            Bucket=self._output, Key=key, Body=body, ContentType="application/json", **self._encryption()
+        )
+        return key
+
+    def read_result(self, execution_name: str, phase: str, file_key: str) -> dict[str, Any] | None:
+        """One file's stored result of one phase; None when there is none (never written)."""
+        try:
+            response = self._s3.get_object(Bucket=self._output, Key=result_key(execution_name, phase, file_key))
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        return json.loads(response["Body"].read())

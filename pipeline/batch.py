@@ -8,11 +8,13 @@ stale jobs only), plan, then act with conditional writes, at most `max_jobs_per_
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from itertools import groupby
 from typing import Any
 
 from pipeline.aws import error_code
@@ -35,7 +37,6 @@ RETRIES_EXHAUSTED = "retries_exhausted"
 # Runs read per job to count its attempts: enough for the largest sensible BatchMaxAttempts plus
 # runs that never started (reclaimed while QUEUED), which the count skips.
 HISTORY_SLACK = 20
-# Execution statuses after which no part of the workflow runs any more.
 
 
 class Decision(StrEnum):
@@ -96,19 +97,58 @@ def attempts_in_series(runs_newest_first: Sequence[RunRecord], newest_change: da
     given up on, or at a run that started before the newest change to the job's files: a new
     or overwritten file deserves fresh attempts. Active runs and runs that never started are
     skipped. Strict comparison, as in `changed_files`: S3 LastModified is whole seconds.
+    The runs one tick split a folder into (`split_files`) are one attempt: it failed if any of
+    them failed, and it ends the series as COMPLETE only if all of them completed.
     """
     count = 0
-    for record in runs_newest_first:
-        if newest_change is not None and newest_change > parse_timestamp(record.started_at):
+    for tick in ticks(runs_newest_first):
+        if newest_change is not None and any(newest_change > parse_timestamp(r.started_at) for r in tick):
             break
-        if record.status is JobStatus.COMPLETE:
+        if any(r.status is JobStatus.FAILED and r.error == RETRIES_EXHAUSTED for r in tick):
             break
-        if record.status is JobStatus.FAILED:
-            if record.error == RETRIES_EXHAUSTED:
-                break
-            if counts_as_attempt(record):
-                count += 1
+        if any(counts_as_attempt(r) for r in tick):
+            count += 1
+        elif all(r.status is JobStatus.COMPLETE for r in tick):
+            break
     return count
+
+
+def tick_of(record: RunRecord) -> str:
+    """The runs one batch tick created for one folder share their `queued_at` (the tick's clock);
+    every other run is a tick of its own."""
+    return record.queued_at or record.started_at
+
+
+def ticks(runs_newest_first: Sequence[RunRecord]) -> Iterator[list[RunRecord]]:
+    """Consecutive runs of one tick, grouped (the parts of a split folder sort together)."""
+    for _, group in groupby(runs_newest_first, key=tick_of):
+        yield list(group)
+
+
+def split_files(files: Sequence[str], max_files: int) -> list[tuple[str, ...]]:
+    """A folder's files in runs of at most `max_files` (MaxFilesPerRun), in key order. Pure."""
+    ordered = sorted(set(files))
+    if not ordered:
+        return [()]
+    return [tuple(ordered[start : start + max_files]) for start in range(0, len(ordered), max_files)]
+
+
+def merge_parts(parts: Sequence[RunRecord]) -> RunRecord:
+    """One view of the runs a tick split a folder into, for `decide`: the files of all of them,
+    and the state of the part that most needs attention -- an active one (the longest silent,
+    so a stale part is reclaimed), else a failed one, else the newest. Pure."""
+    if not parts:
+        raise ValueError("no runs to merge")
+    files = tuple(sorted({key for part in parts for key in part.files}))
+    active = [p for p in parts if p.status.is_active]
+    failed = [p for p in parts if p.status is JobStatus.FAILED]
+    if active:
+        lead = min(active, key=lambda p: p.updated_at)
+    elif failed:
+        lead = max(failed, key=lambda p: p.started_at)
+    else:
+        lead = max(parts, key=lambda p: p.started_at)
+    return replace(lead, files=files)
 
 
 def changed_files(
@@ -333,11 +373,15 @@ class BatchTrigger:
         last_modified = {obj.key: obj.last_modified for obj in objects}
         jobs = group_by_job(last_modified, self._settings.job_folder_depth)
         latest = self._store.latest_runs(list(jobs))
+        max_files = self._settings.max_files_per_run
+        for job_id, record in list(latest.items()):
+            if len(jobs.get(job_id, ())) > max_files:  # a split folder: its latest tick has parts
+                latest[job_id] = self.latest_tick(record, self._parts(jobs[job_id]))
         stale_after = timedelta(minutes=self._settings.stale_job_minutes)
         max_attempts = self._settings.batch_max_attempts
         attempts = {
             job_id: attempts_in_series(
-                self._store.runs_of(job_id, limit=max_attempts + HISTORY_SLACK),
+                self._store.runs_of(job_id, limit=(max_attempts + HISTORY_SLACK) * self._parts(jobs[job_id])),
                 newest_change(jobs[job_id], last_modified),
             )
             for job_id, record in latest.items()
@@ -450,9 +494,23 @@ class BatchTrigger:
         if report is not None and released:
             report.slots_released += 1
 
+    def _parts(self, files: Sequence[str]) -> int:
+        return max(1, math.ceil(len(files) / self._settings.max_files_per_run))
+
+    def latest_tick(self, latest: RunRecord, parts: int) -> RunRecord:
+        """The job's latest tick as one record (`merge_parts`): the runs sharing the latest run's
+        tick, among the job's newest runs (its parts sort together, the latest last)."""
+        siblings = [r for r in self._store.runs_of(latest.job_id, limit=parts + HISTORY_SLACK) if tick_of(r) == tick_of(latest)]
+        return merge_parts(siblings or [latest])
+
     def queue(self, job: JobPlan, bucket: str, now: datetime) -> RunRef:
-        """QUEUED is written before the message is sent: a crash in between leaves a visible record."""
+        """QUEUED is written before the message is sent: a crash in between leaves a visible record.
+
+        A folder of more than MaxFilesPerRun files becomes several runs ("parts") of this tick:
+        same `queued_at`, `started_at` a microsecond apart, the head at the last. Returns it."""
         run = RunRef(job.job_id, format_timestamp(now))
-        self._store.create_run(run, job.files, bucket, now)
-        self._send(JobMessage(run.job_id, run.started_at, bucket), 0)
+        for index, files in enumerate(split_files(job.files, self._settings.max_files_per_run)):
+            run = RunRef(job.job_id, format_timestamp(now + timedelta(microseconds=index)))
+            self._store.create_run(run, files, bucket, now)
+            self._send(JobMessage(run.job_id, run.started_at, bucket), 0)
         return run

@@ -32,6 +32,10 @@ ENV_CAPACITY_RETRY_SECONDS = "CAPACITY_RETRY_SECONDS"
 ENV_FOLDER_SETTLE_SECONDS = "FOLDER_SETTLE_SECONDS"
 ENV_MAX_FAILED_FILE_PERCENT = "MAX_FAILED_FILE_PERCENT"
 ENV_BATCH_MAX_ATTEMPTS = "BATCH_MAX_ATTEMPTS"
+ENV_MAX_FILES_PER_RUN = "MAX_FILES_PER_RUN"
+# The reconciler's own settings (monitors/reconcile/handler.py).
+ENV_RECONCILE_GRACE_SECONDS = "RECONCILE_GRACE_SECONDS"
+ENV_RECONCILE_MAX_REPAIRS = "RECONCILE_MAX_REPAIRS"
 
 ALL_ENV_NAMES = (
     ENV_TRACKING_TABLE,
@@ -53,6 +57,9 @@ ALL_ENV_NAMES = (
     ENV_FOLDER_SETTLE_SECONDS,
     ENV_MAX_FAILED_FILE_PERCENT,
     ENV_BATCH_MAX_ATTEMPTS,
+    ENV_MAX_FILES_PER_RUN,
+    ENV_RECONCILE_GRACE_SECONDS,
+    ENV_RECONCILE_MAX_REPAIRS,
 )
 
 SUPPORTED_EXTENSIONS = frozenset({".txt", ".csv", ".json", ".md", ".log"})
@@ -60,6 +67,13 @@ SUPPORTED_EXTENSIONS = frozenset({".txt", ".csv", ".json", ".md", ".log"})
 # The function whose invocation is running. Collaborators built from settings are kept per
 # function: the sandbox runs every function in one interpreter, where AWS gives each its own.
 CURRENT_FUNCTION: ContextVar[str] = ContextVar("pipeops_current_function", default="")
+
+# Files in one run at most (template parameter MaxFilesPerRun). A run's file keys travel in its
+# tracking item (400 KB), in the execution input and in every state of its execution (256 KiB):
+# 100 keys of the longest S3 key (1,024 bytes) keep each well inside its limit, and a run's
+# execution history far below 25,000 events. docs/PERFORMANCE.md ("Runs of any size") has the
+# arithmetic; tests/unit/test_run_size_limits.py checks it.
+DEFAULT_MAX_FILES_PER_RUN = 100
 
 # The coordination-table item that holds the concurrency semaphore (key `doc_key`, as in the seed).
 SEMAPHORE_KEY = "workflow_counter"
@@ -106,6 +120,9 @@ class Settings:
     max_failed_file_percent: float = 50.0
     # Runs of one job in batch mode, the first included, before its failure is final (>= 1).
     batch_max_attempts: int = 3
+    # A larger folder becomes several runs: ingest closes a pending run at this many files, the
+    # batch trigger splits a folder into runs of at most this many.
+    max_files_per_run: int = DEFAULT_MAX_FILES_PER_RUN
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def require(self, attribute: str) -> str:
@@ -165,6 +182,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> 
         "folder_settle_seconds": _int(env, ENV_FOLDER_SETTLE_SECONDS, 30),
         "max_failed_file_percent": float(_int(env, ENV_MAX_FAILED_FILE_PERCENT, 50)),
         "batch_max_attempts": _int(env, ENV_BATCH_MAX_ATTEMPTS, 3, minimum=1),
+        "max_files_per_run": _int(env, ENV_MAX_FILES_PER_RUN, DEFAULT_MAX_FILES_PER_RUN, minimum=1),
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -3,7 +3,9 @@
 A job's pending run is QUEUED and still accepts files; its message is sent once, when the run is
 created, with a delay for folder jobs so files uploaded together land in one run. A file that
 arrives after the router froze the run starts the next run: no file is dropped because its
-folder already started (DESIGN.md failure mode 10).
+folder already started (DESIGN.md failure mode 10). A pending run also closes when it holds
+`MaxFilesPerRun` files (a condition of the join): a large folder becomes several runs, none of its
+files dropped, each run small enough for AWS's size limits.
 
 S3 and EventBridge deliver at least once, and a timed-out ingest is retried while its first
 attempt may still be running. So each object *version* is put into exactly one run: the write
@@ -129,11 +131,13 @@ def ingest_object(
                 send(JobMessage(job_id, run.started_at, created.bucket), delay)
                 return IngestResult(IngestOutcome.NEW_RUN, run)
         else:
-            written = store.join_run_with_claim(successor, now)
+            written = store.join_run_with_claim(successor, now, settings.max_files_per_run)
             if written is ClaimWrite.WRITTEN:
                 return IngestResult(IngestOutcome.JOINED_PENDING_RUN, run)
             if written is ClaimWrite.RUN_CLOSED:
-                store.clear_pending(run)  # the pending run started: stop routing files to it
+                # The pending run started, or holds MaxFilesPerRun files: stop routing files to
+                # it, so the next attempt opens the job's next run.
+                store.clear_pending(run)
         # CLAIM_MOVED, PENDING_MOVED, RUN_EXISTS, CONFLICT: nothing was written; look again.
     raise IngestContentionError(
         f"job's pending run or object claim kept moving after {_MAX_ATTEMPTS} attempts"

@@ -52,6 +52,7 @@ class StackResources:
     GenerateSyntheticFunctionName: str = ""
     RedactFunctionName: str = ""
     FinalizeFunctionName: str = ""
+    ReconcilerFunctionName: str = ""
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: dict[str, str]) -> StackResources:
@@ -75,6 +76,7 @@ class StackResources:
                 self.GenerateSyntheticFunctionName,
                 self.RedactFunctionName,
                 self.FinalizeFunctionName,
+                self.ReconcilerFunctionName,
             )
             if name
         ]

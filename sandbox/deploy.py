@@ -92,6 +92,7 @@ def deploy(
     endpoint_url: str | None = None,
     time_scale: TimeScale = REAL_TIME,
     template_path: Path | str = TEMPLATE_PATH,
+    min_timeout_seconds: float = 0,
 ) -> Deployment:
     """Create stack `stack_name` from `template_path` in moto and correct what moto gets wrong.
 
@@ -108,7 +109,7 @@ def deploy(
     _ensure_code_artifacts(aws, template)
     stack = _create_stack(aws, stack_name, template, overrides)
     try:
-        return _correct_moto(aws, stack, template, time_scale)
+        return _correct_moto(aws, stack, template, time_scale, min_timeout_seconds)
     except (ClientError, BotoCoreError) as exc:
         raise DeployError(f"stack {stack_name}: correcting moto's resources: {_client_error(exc)}") from exc
 
@@ -122,7 +123,9 @@ def stack_outputs(stack_name: str, *, region: str, endpoint_url: str | None = No
 # --------------------------------------------------------------------------- time scaling
 
 
-def scale_definition(definition: Mapping[str, Any], time_scale: TimeScale) -> dict[str, Any]:
+def scale_definition(
+    definition: Mapping[str, Any], time_scale: TimeScale, min_timeout_seconds: float = 0
+) -> dict[str, Any]:
     """A copy of an ASL definition with its waits shortened by `time_scale`.
 
     - Retry `IntervalSeconds` (default 1) and `MaxDelaySeconds`: ceil(s x factor), at least 1 --
@@ -177,7 +180,10 @@ def scale_definition(definition: Mapping[str, Any], time_scale: TimeScale) -> di
             for key in ("TimeoutSeconds", "HeartbeatSeconds"):
                 value = holder.get(key)
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    holder[key] = max(1, math.ceil(value * effective - 1e-9))
+                    # A timeout bounds work, and work is not faster in the sandbox: never below
+                    # min(the original, min_timeout_seconds), like a handler's own timeout.
+                    floor = min(value, math.ceil(min_timeout_seconds))
+                    holder[key] = max(1, floor, math.ceil(value * effective - 1e-9))
     return scaled
 
 
@@ -547,7 +553,7 @@ class _Stack:
 
 
 def _correct_moto(
-    aws: _Aws, created: Mapping[str, Any], template: Mapping[str, Any], time_scale: TimeScale
+    aws: _Aws, created: Mapping[str, Any], template: Mapping[str, Any], time_scale: TimeScale, min_timeout_seconds: float = 0
 ) -> Deployment:
     """THE one place where the sandbox corrects what moto's CloudFormation creates wrong or skips.
 
@@ -593,7 +599,7 @@ def _correct_moto(
     targets with RetryPolicy and DeadLetterConfig), permissions, roles, log groups (retention).
     """
     stack = _Stack(aws, created, template)
-    _deploy_state_machines(stack, time_scale)  # 1 (first: the functions' env refers to it)
+    _deploy_state_machines(stack, time_scale, min_timeout_seconds)  # 1 (first: the functions' env refers to it)
     _correct_functions(stack)  # 2
     _correct_buckets(stack)  # 3
     _correct_tables(stack)  # 4
@@ -634,7 +640,7 @@ def _substitute(node: Any, substitutions: Mapping[str, str], missing: set[str]) 
     return node
 
 
-def _deploy_state_machines(stack: _Stack, time_scale: TimeScale) -> None:
+def _deploy_state_machines(stack: _Stack, time_scale: TimeScale, min_timeout_seconds: float = 0) -> None:
     sfn = stack.aws.client("stepfunctions")
     for logical in stack.of_type(STATE_MACHINE_TYPE):
         props = stack.properties(logical)
@@ -650,7 +656,7 @@ def _deploy_state_machines(stack: _Stack, time_scale: TimeScale) -> None:
         definition = _substitute(definition, props.get("DefinitionSubstitutions", {}), missing)
         if missing:
             raise DeployError(f"{logical}: no DefinitionSubstitutions for {sorted(missing)}")
-        text = json.dumps(scale_definition(definition, time_scale), indent=2, ensure_ascii=False)
+        text = json.dumps(scale_definition(definition, time_scale, min_timeout_seconds), indent=2, ensure_ascii=False)
         try:
             sfn.describe_state_machine(stateMachineArn=moto_arn)
         except ClientError as exc:

@@ -52,6 +52,7 @@ in server mode a module that invokes another Lambda *at import* would wait on th
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as dt
 import decimal
 import importlib
@@ -104,6 +105,32 @@ class InvocationRecord:
     timed_out: bool = False
     log_stream_name: str = ""
     started_at: float = 0.0  # epoch seconds
+
+
+@dataclass(frozen=True)
+class RunningFunction:
+    """The function invocation a handler thread runs: who its AWS calls are made as.
+
+    Set in the handler's worker thread (a context variable), so the sandbox's IAM check
+    (sandbox.iam_enforcement) can tell a handler's call from the sandbox's own. Python copies no
+    context into a new thread: while IAM is enforced, the threads and ThreadPoolExecutor tasks a
+    handler starts are given a copy of its context there (on AWS they share its credentials).
+    """
+
+    function_name: str
+    function_arn: str
+    role_arn: str
+    request_id: str
+
+
+_RUNNING: contextvars.ContextVar[RunningFunction | None] = contextvars.ContextVar(
+    "sandbox_running_function", default=None
+)
+
+
+def running_function() -> RunningFunction | None:
+    """The invocation this thread runs a handler for, or None outside a handler."""
+    return _RUNNING.get()
 
 
 @dataclass(frozen=True)
@@ -485,9 +512,15 @@ class LambdaRuntime:
                     real_timeout=real_timeout,
                     timeout_seconds=timeout_s,
                 )
+                running = RunningFunction(
+                    function_name=function_name,
+                    function_arn=str(fn.function_arn),
+                    role_arn=str(getattr(fn, "role", None) or ""),
+                    request_id=request_id,
+                )
                 worker = threading.Thread(
                     target=_run_handler,
-                    args=(handler, event, context, capture, outcome),
+                    args=(handler, event, context, capture, outcome, running),
                     name=f"lambda:{function_name}:{request_id[:8]}",
                     daemon=True,
                 )
@@ -666,7 +699,9 @@ def _run_handler(
     context: LambdaContext,
     capture: InvocationCapture,
     outcome: _Outcome,
+    running: RunningFunction | None = None,
 ) -> None:
+    _RUNNING.set(running)  # this worker thread's own context: the handler's calls are its function's
     with capturing(capture):
         try:
             outcome.result = handler(event, context)

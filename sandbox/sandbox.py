@@ -9,6 +9,8 @@ One object wires the parts that each add one missing behaviour of AWS (DESIGN.md
       + EventBus         EventBridge Lambda targets, S3 "Object Created", execution status changes,
                          schedules, retries and dead letters
       + SqsMetricsPublisher    the AWS/SQS CloudWatch metrics (age of the oldest message, counts)
+      + IamEnforcement   every AWS call of a handler or the state machine checked against its
+                         role's policies as deployed; outside them it fails with AccessDenied
 
 `Sandbox` is used by the tests (in-process), by `pipeops demo` (in-process) and by
 `pipeops sandbox up` (served on 127.0.0.1, so other processes can point boto3 at it).
@@ -27,11 +29,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox import moto_seams
+from sandbox import iam_enforcement, limits, moto_seams
 from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
 from sandbox.eventbus import EventBus
+from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
@@ -45,6 +48,8 @@ EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
 DEFAULT_TIME_SCALE = TimeScale(0.05)
 # A 2-core machine under load can stall a handler for seconds; 30 s never cuts one off early.
 DEFAULT_MIN_HANDLER_SECONDS = 30.0
+# A run of 100 files on a loaded 2-core machine takes minutes; 10 never times a healthy one out.
+DEFAULT_MIN_WORKFLOW_SECONDS = 600.0
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "sandbox",
     "AWS_SECRET_ACCESS_KEY": "sandbox",
@@ -80,12 +85,19 @@ class Sandbox:
     # The time scale shortens waits, not the time a handler may take: a function runs for at least
     # this many real seconds (or its whole Timeout, if smaller) before it is cut off.
     min_handler_seconds: float = DEFAULT_MIN_HANDLER_SECONDS
+    # Likewise the state machine's TimeoutSeconds (25 minutes) is shortened, but not below this.
+    min_workflow_seconds: float = DEFAULT_MIN_WORKFLOW_SECONDS
+    # IAM, as AWS does it: each AWS call a handler (or the state machine) makes is checked against
+    # its role's policies in the deployed stack; one outside them fails with AccessDenied
+    # (sandbox.iam_enforcement). `iam.calls` records every decision. False: moto's "all allowed".
+    enforce_iam: bool = True
 
     deployment: Deployment | None = field(default=None, init=False)
     runtime: LambdaRuntime | None = field(default=None, init=False)
     poller: SqsEventSourcePoller | None = field(default=None, init=False)
     bus: EventBus | None = field(default=None, init=False)
     sqs_metrics: SqsMetricsPublisher | None = field(default=None, init=False)
+    iam: IamEnforcement | None = field(default=None, init=False)  # kept after stop: records stay readable
     endpoint_url: str | None = field(default=None, init=False)
     _mock: Any = field(default=None, init=False, repr=False)
     _server: Any = field(default=None, init=False, repr=False)
@@ -94,6 +106,7 @@ class Sandbox:
     _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _gate: ReadinessGate = field(default_factory=ReadinessGate, init=False, repr=False)
     _seams_installed: bool = field(default=False, init=False, repr=False)
+    _iam_installed: bool = field(default=False, init=False, repr=False)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -107,8 +120,13 @@ class Sandbox:
                 self._set_env({name: value})
         try:
             moto_seams.install()
+            limits.install()  # AWS's 256 KB state and input, 400 KB item: a test of size means something
             self._seams_installed = True
             self._start_aws()
+            if self.enforce_iam:
+                self.iam = IamEnforcement(self.region, self.endpoint_url)
+                iam_enforcement.install(self.iam)
+                self._iam_installed = True
             self.runtime = LambdaRuntime(
                 region=self.region,
                 endpoint_url=self.endpoint_url,
@@ -122,6 +140,7 @@ class Sandbox:
                 region=self.region,
                 endpoint_url=self.endpoint_url,
                 time_scale=self.time_scale,
+                min_timeout_seconds=self.min_workflow_seconds,
             )
             self.poller = SqsEventSourcePoller(
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url, poll_wait_seconds=0
@@ -178,10 +197,15 @@ class Sandbox:
                 LOG.warning("could not stop running executions", exc_info=True)
         if self.runtime is not None and self.runtime.installed:
             self.runtime.uninstall()
+        # Before moto goes: an abandoned handler thread's late call then passes unchecked.
+        if self._iam_installed and self.iam is not None:
+            iam_enforcement.uninstall(self.iam)
+            self._iam_installed = False
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
         if self._seams_installed:
+            limits.uninstall()
             moto_seams.uninstall()
             self._seams_installed = False
         if self._server is not None:

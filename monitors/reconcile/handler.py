@@ -11,14 +11,12 @@ from typing import Any
 from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
 from monitors.reconcile.model import ActionKind, FindingKind, ReconcileSettings
 from pipeline.aws import client
+from pipeline.config import ENV_RECONCILE_GRACE_SECONDS, ENV_RECONCILE_MAX_REPAIRS
 from pipeline.handlers import _wiring
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
-
-ENV_GRACE_SECONDS = "RECONCILE_GRACE_SECONDS"
-ENV_MAX_REPAIRS = "RECONCILE_MAX_REPAIRS"
 
 
 @_wiring.built_once
@@ -29,8 +27,8 @@ def _reconciler_parts() -> dict[str, Any]:
     return {
         "settings": ReconcileSettings(
             max_slots=settings.max_concurrent_workflows,
-            grace_seconds=float(os.environ.get(ENV_GRACE_SECONDS, "120")),
-            max_repairs=int(os.environ.get(ENV_MAX_REPAIRS, "25")),
+            grace_seconds=float(os.environ.get(ENV_RECONCILE_GRACE_SECONDS, "120")),
+            max_repairs=int(os.environ.get(ENV_RECONCILE_MAX_REPAIRS, "25")),
             processing_mode=settings.processing_mode.value,
         ),
         "executions": ExecutionsStore(client("stepfunctions"), settings.require("state_machine_arn")),

@@ -1,20 +1,63 @@
-"""Step Functions task: account for every file and check the failure tolerance (no AWS calls)."""
+"""Step Functions task: the run's bookkeeping, one function for three actions.
+
+- `status`: move the run's tracking record to `target` (forward only; our timestamp format);
+- `record_failure`: store the failure of one file that a per-file Catch hands over;
+- `check` (the default): account for every file from the stored results, write the account on
+  the run's record and hand the workflow a small check (within tolerance, failed share, counts).
+
+A condition that finds the record moved on raises JobNoLongerActive (the workflow stops there);
+a transient AWS failure raises PipelineTransientError (the workflow retries the task).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pipeline.aws import client
+from pipeline.config import ConfigurationError
 from pipeline.handlers import _wiring
-from pipeline.tasks import Tolerance, finalize
-from pipeline.telemetry import logger
+from pipeline.jobs import utc_now
+from pipeline.tasks import Tolerance, finalize, record_failure, transient_aws_errors, write_status
+from pipeline.telemetry import emit, logger
+from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
 from pipeline.telemetry.logging import correlate
+
+ACTIONS = ("status", "record_failure", "check")
+
+
+def _same_table(named: str | None, configured: str) -> None:
+    """The state machine names the table it means; a function configured for another is a
+    broken deployment, refused before anything is written."""
+    if named and named != configured:
+        raise ConfigurationError("the workflow names another tracking table than this function's TRACKING_TABLE")
 
 
 @instrumented("finalize")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    correlate(job_id=event["job_id"], execution_name=event.get("execution_name"))
-    result = finalize(event, Tolerance(_wiring.settings().max_failed_file_percent))
+    action = event.get("action", "check")
+    correlate(job_id=event["job_id"], execution_name=event.get("execution_name"), file_key=event.get("file_key"))
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}; expected one of {', '.join(ACTIONS)}")
+    with transient_aws_errors():
+        if action == "status":
+            _same_table(event.get("table"), _wiring.settings().require("tracking_table"))
+            result = write_status(event, _wiring.tracking_store(), utc_now())
+            logger.info("run status written", extra={"status": result["status"]})
+            return result
+        if action == "record_failure":
+            result = record_failure(event, _wiring.artifacts())
+            emit(Metric.FILE_FAILURES)
+            logger.info("file failure recorded", extra={"phase": event["phase"], "error": (event.get("error") or {}).get("Error")})
+            return result
+        settings = _wiring.settings()
+        result = finalize(
+            event,
+            _wiring.artifacts(),
+            Tolerance(settings.max_failed_file_percent),
+            client("dynamodb"),
+            settings.require("tracking_table"),
+        )
     logger.info(
         "run accounted for",
         extra={"phase": event.get("phase"), "within_tolerance": result["within_tolerance"], "counts": result["counts"]},

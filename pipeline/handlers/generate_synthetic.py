@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.handlers import _wiring
-from pipeline.tasks import generate_synthetic
+from pipeline.tasks import generate_synthetic, transient_aws_errors
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -16,7 +16,7 @@ from pipeline.telemetry.tracing import span
 @instrumented("generate_synthetic")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     correlate(job_id=event["job_id"], execution_name=event["execution_name"])
-    with span("synthetic.generate", (event.get("trace") or {}), job_id=event["job_id"]):
+    with span("synthetic.generate", (event.get("trace") or {}), job_id=event["job_id"]), transient_aws_errors():
         result = generate_synthetic(event, _wiring.artifacts())
     emit(Metric.SYNTHETIC_VALUES_GENERATED, result["replacements"])
     logger.info("synthetic mapping written", extra={"replacements": result["replacements"]})

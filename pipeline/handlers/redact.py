@@ -1,11 +1,12 @@
-"""Step Functions task: write the redacted copy of one file to the output bucket at the same key."""
+"""Step Functions task: write the redacted copy of one file to the output bucket at the same key;
+the file's result goes to S3, the workflow gets a summary of a few bytes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pipeline.handlers import _wiring
-from pipeline.tasks import redact_file
+from pipeline.tasks import redact_file, summary, transient_aws_errors
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -15,11 +16,11 @@ from pipeline.telemetry.tracing import span
 
 @instrumented("redact")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    file_key = event["detection"]["file_key"]
+    file_key = event["file_key"]
     correlate(job_id=event["job_id"], execution_name=event["execution_name"], file_key=file_key)
-    with span("redact.file", (event.get("trace") or {}), job_id=event["job_id"], file_key=file_key):
+    with span("redact.file", (event.get("trace") or {}), job_id=event["job_id"], file_key=file_key), transient_aws_errors():
         result = redact_file(event, _wiring.artifacts())
     if result["outcome"] == "redacted":
         emit(Metric.FILES_REDACTED)
     logger.info("file redacted", extra={"outcome": result["outcome"], "replacements": result["replacements"]})
-    return result
+    return summary(result)

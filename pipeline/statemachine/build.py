@@ -1,6 +1,6 @@
 """Build the pipeline's Step Functions definition (ASL) from code.
 
-The status conditions of the workflow's DynamoDB writes come from the one status enum
+The status conditions of the workflow's status writes come from the one status enum
 (`pipeline.status`), so they cannot drift from what the handlers and the reconciler enforce.
 `pipeline.asl.json` next to this file is generated: regenerate it with
 
@@ -18,6 +18,19 @@ Data contract (the execution input, set by the router)::
 
 `trace` is required and always an object: optional trace fields live inside it, so a run without
 trace context passes `{}` and no JSONPath ever points at a missing field.
+
+Size (AWS: 256 KiB per state, input and output; notes/MOTO.md). The state carries the run's file
+keys (at most `MaxFilesPerRun`), counts and pointers, never per-file results: each per-file task
+stores its result in S3 and hands back `{"outcome": ...}` (ResultSelector), a failure caught in a
+Map item is stored by the finalize function (`record_failure`), both Maps drop their results
+(`ResultPath: null`), and the account after each Map (finalize `check`) reads the stored results
+and writes the outcome onto the run's tracking record, handing back only a small check.
+
+Timestamps. Every stored timestamp is ours (`pipeline.jobs.format_timestamp`, `…µsZ`): the status
+writes after the first are finalize tasks (`action: status`), never `$$.State.EnteredTime`
+(`…+00:00` on moto, `…msZ` on AWS) written into `updated_at`, a sort key of two indexes. The
+first write (MarkDetecting) stays a DynamoDB task and leaves `updated_at` as the router wrote it
+when it admitted the run, moments before.
 """
 
 from __future__ import annotations
@@ -61,9 +74,12 @@ RETRY_MAX_ATTEMPTS = 5
 RETRY_BACKOFF_RATE = 2.5
 RETRY_JITTER_STRATEGY = "FULL"  # spreads retries of parallel Map items; moto parses and applies it
 
-# Lambda errors that are transient: Lambda service faults (names as Step Functions reports them,
-# see "Handle Lambda service exceptions" in the Step Functions guide), throttling, and timeouts.
-# A handler's own exception is not retried here: the handler decides what is transient.
+# Errors of a Lambda task that are transient: Lambda service faults (names as Step Functions
+# reports them, see "Handle Lambda service exceptions" in the Step Functions guide), throttling,
+# timeouts, and our own PipelineTransientError (`pipeline.tasks`: an AWS call of the handler that
+# failed in a way a later attempt can fix, after botocore's own retries). Any other exception of
+# a handler is not retried here: the handler decides what is transient.
+PIPELINE_TRANSIENT_ERROR = "PipelineTransientError"
 LAMBDA_TRANSIENT_ERRORS: tuple[str, ...] = (
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
@@ -72,6 +88,7 @@ LAMBDA_TRANSIENT_ERRORS: tuple[str, ...] = (
     "Lambda.TooManyRequestsException",
     "Sandbox.Timedout",
     "States.Timeout",
+    PIPELINE_TRANSIENT_ERROR,
 )
 # DynamoDB errors that are transient. Step Functions names service-integration errors
 # "DynamoDB.<exception>"; the exception is named after the error code (moto does exactly that) or,
@@ -95,10 +112,14 @@ ALL_ERRORS = "States.ALL"
 
 # --- Errors this workflow raises itself ------------------------------------------------------
 TOLERANCE_ERROR = "FailureToleranceExceeded"
+# Raised by the finalize function (`pipeline.tasks.JobNoLongerActive`) when a conditional write
+# finds the record moved on; also the Fail state's error.
 NO_LONGER_ACTIVE_ERROR = "JobNoLongerActive"
 
 # Fields every job-level step carries; Map items get them too (plus their own item).
 JOB_FIELDS: tuple[str, ...] = ("job_id", "started_at", "execution_name", "bucket", "output_bucket")
+# What a per-file task hands back into its Map item: the outcome, nothing else.
+OUTCOME_ONLY: dict[str, str] = {"outcome.$": "$.outcome"}
 
 
 class State(StrEnum):
@@ -133,7 +154,7 @@ class State(StrEnum):
     JOB_NO_LONGER_ACTIVE = "JobNoLongerActive"
 
 
-# Which status each DynamoDB status task writes (the tests check conditions against this).
+# Which status each status task writes (the tests check conditions against this).
 STATUS_TASKS: Mapping[State, JobStatus] = {
     State.MARK_DETECTING: JobStatus.DETECTING,
     State.MARK_DETECT_COMPLETE: JobStatus.DETECT_COMPLETE,
@@ -145,14 +166,26 @@ STATUS_TASKS: Mapping[State, JobStatus] = {
     State.MARK_TOLERANCE_FAILED: JobStatus.FAILED,
     State.MARK_JOB_FAILED: JobStatus.FAILED,
 }
+# The one status write done by Step Functions' DynamoDB integration (the execution's first act);
+# every other status task invokes the finalize function.
+DYNAMODB_STATUS_TASKS: tuple[State, ...] = (State.MARK_DETECTING,)
 # Lambda tasks that work on one file inside a Map: their failure is recorded, never fatal.
 PER_FILE_TASKS: tuple[State, ...] = (State.DETECT_FILE, State.REDACT_FILE)
+# The tasks that store a per-file failure (the Catch of a per-file task leads there).
+FAILURE_RECORDERS: Mapping[State, State] = {
+    State.DETECT_FILE: State.DETECT_FILE_FAILED,
+    State.REDACT_FILE: State.REDACT_FILE_FAILED,
+}
 # Lambda tasks that work on the whole job: their failure fails the job.
 JOB_LAMBDA_TASKS: tuple[State, ...] = (
     State.CHECK_DETECT_TOLERANCE,
     State.GENERATE_SYNTHETIC,
     State.PREPARE_COMPLETE,
 )
+# The finalize function's actions (pipeline/handlers/finalize.py).
+ACTION_STATUS = "status"
+ACTION_RECORD_FAILURE = "record_failure"
+ACTION_CHECK = "check"
 
 
 def placeholder(name: str) -> str:
@@ -203,33 +236,20 @@ def _s(path: str) -> dict[str, str]:
     return {"S.$": path}
 
 
-def status_update(
-    target: JobStatus,
-    *,
-    set_values: Mapping[str, Mapping[str, Any] | str] | None = None,
-) -> dict[str, Any]:
-    """Parameters of an `updateItem` moving the tracking record of this run to `target`.
+def status_update(target: JobStatus) -> dict[str, Any]:
+    """Parameters of the `updateItem` that moves the tracking record of this run to `target`
+    (used for the first status write only: see the module doc).
 
-    SET status and updated_at (the state's entry time); while `target` is active, SET
-    active_status to it (the sparse index of running jobs); on a terminal status REMOVE it.
-    `set_values` adds attributes: name -> a DynamoDB AttributeValue (JSONPath keys allowed inside),
-    or name -> a JSONPath string to a complete AttributeValue in the state (`{"M": ...}`, `{"S": ...}`,
-    `{"NULL": true}`), passed through as is.
+    SET status and, while `target` is active, active_status (the sparse index of running jobs);
+    on a terminal status REMOVE it. `updated_at` is left as the router wrote it.
     The condition admits exactly `allowed_predecessors(target)`: forward only, never after a
     terminal status. A missing record fails the condition too.
     """
-    names = {"#status": "status", "#updated_at": "updated_at", "#active_status": "active_status"}
-    values: dict[str, Any] = {":status": {"S": target.value}, ":updated_at": _s("$$.State.EnteredTime")}
-    assignments = ["#status = :status", "#updated_at = :updated_at"]
+    names = {"#status": "status", "#active_status": "active_status"}
+    values: dict[str, Any] = {":status": {"S": target.value}}
+    assignments = ["#status = :status"]
     if target.is_active:
         assignments.append("#active_status = :status")
-    for attribute, value in (set_values or {}).items():
-        names[f"#{attribute}"] = attribute
-        if isinstance(value, str):
-            values[f":{attribute}.$"] = value
-        else:
-            values[f":{attribute}"] = dict(value)
-        assignments.append(f"#{attribute} = :{attribute}")
     expression = "SET " + ", ".join(assignments)
     if target.is_terminal:
         expression += " REMOVE #active_status"
@@ -247,69 +267,109 @@ def status_update(
     }
 
 
-def _status_task(
-    target: JobStatus,
-    next_state: State,
-    *,
-    set_values: Mapping[str, Mapping[str, Any] | str] | None = None,
-    fail_job_on_error: bool = True,
-) -> dict[str, Any]:
+def _dynamodb_status_task(target: JobStatus, next_state: State) -> dict[str, Any]:
     """A DynamoDB status write. A failed condition means the record moved on without this
     execution (reclaimed as FAILED, or finished elsewhere): stop at JobNoLongerActive. Any other
-    error left after the retries fails the job with its reason (except on the FAILED writes
-    themselves, which have nowhere further to go)."""
-    catches = [_catch([CONDITIONAL_CHECK_FAILED], State.JOB_NO_LONGER_ACTIVE)]
-    if fail_job_on_error:
-        catches.append(_catch([ALL_ERRORS], State.MARK_JOB_FAILED))
+    error left after the retries fails the job with its reason."""
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::dynamodb:updateItem",
-        "Parameters": status_update(target, set_values=set_values),
+        "Parameters": status_update(target),
         "ResultPath": None,
         "Retry": _retry(DYNAMODB_TRANSIENT_ERRORS),
-        "Catch": catches,
+        "Catch": [
+            _catch([CONDITIONAL_CHECK_FAILED], State.JOB_NO_LONGER_ACTIVE),
+            _catch([ALL_ERRORS], State.MARK_JOB_FAILED),
+        ],
         "Next": next_state.value,
     }
 
 
-def _failed_item(phase: str, file_key_path: str) -> dict[str, Any]:
-    """The result a per-file catcher records for a failed file: same shape as a detect result,
-    so the redact Map and the finalize step read every item alike."""
-    return {
-        "Type": "Pass",
-        "Parameters": {
-            "file_key.$": file_key_path,
-            "outcome": "failed",
-            "phase": phase,
-            "error.$": "$.error.Error",
-            "cause.$": "$.error.Cause",
-            "entity_counts": {},
-            "findings_key": None,
-        },
-        "End": True,
+def _status_task(
+    target: JobStatus,
+    next_state: State,
+    *,
+    fields: Mapping[str, str] | None = None,
+    fail_job_on_error: bool = True,
+) -> dict[str, Any]:
+    """A status write by the finalize function (forward only, our timestamp format). A record
+    that moved on without this execution raises JobNoLongerActive: stop there. Any other error
+    left after the retries fails the job with its reason (except on the FAILED writes
+    themselves, which have nowhere further to go). `fields`: extra Parameters (error, cause)."""
+    catches = [_catch([NO_LONGER_ACTIVE_ERROR], State.JOB_NO_LONGER_ACTIVE)]
+    if fail_job_on_error:
+        catches.append(_catch([ALL_ERRORS], State.MARK_JOB_FAILED))
+    parameters = {
+        "action": ACTION_STATUS,
+        "target": target.value,
+        "table": placeholder(TRACKING_TABLE_NAME),
+        "job_id.$": "$.job_id",
+        "started_at.$": "$.started_at",
+        "execution_name.$": "$.execution_name",
+        **(fields or {}),
     }
+    return _lambda_task(
+        FINALIZE_FUNCTION_ARN, parameters=parameters, ResultPath=None, Catch=catches, Next=next_state.value
+    )
+
+
+def _check_task(phase: str, next_state: State, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The account after a Map: reads every file's stored result, writes the outcome on the
+    record, hands back the small check (within_tolerance, failed_share, counts) at `$.check`."""
+    parameters = {
+        "action": ACTION_CHECK,
+        "phase": phase,
+        **_job_fields(),
+        "files.$": "$.files",
+        "unsupported.$": "$.unsupported",
+        **(extra or {}),
+    }
+    return _lambda_task(
+        FINALIZE_FUNCTION_ARN,
+        parameters=parameters,
+        ResultPath="$.check",
+        Catch=[
+            _catch([NO_LONGER_ACTIVE_ERROR], State.JOB_NO_LONGER_ACTIVE),
+            _catch([ALL_ERRORS], State.MARK_JOB_FAILED),
+        ],
+        Next=next_state.value,
+    )
+
+
+def _failure_recorder(phase: str) -> dict[str, Any]:
+    """Store a failed file's error (the Catch put it at `$.error`) as that file's result of
+    `phase`, through the finalize function; the item's output is `{"outcome": "failed"}`.
+    A recorder that fails after its retries fails the Map, and so the job."""
+    return _lambda_task(
+        FINALIZE_FUNCTION_ARN,
+        parameters={
+            "action": ACTION_RECORD_FAILURE,
+            "phase": phase,
+            **_job_fields(),
+            "file_key.$": "$.file_key",
+            "error.$": "$.error",
+        },
+        ResultSelector=dict(OUTCOME_ONLY),
+        End=True,
+    )
 
 
 def _file_map(
     *,
-    items_path: str,
-    item_field: str,
     extra_item_fields: Mapping[str, str],
     task: State,
     function: str,
-    failed: State,
     phase: str,
-    file_key_path: str,
-    result_path: str,
     next_state: State,
     comment: str,
 ) -> dict[str, Any]:
     item_selector = _job_fields() | {"trace.$": "$.trace"} | dict(extra_item_fields)
-    item_selector[f"{item_field}.$"] = "$$.Map.Item.Value"
+    item_selector["file_key.$"] = "$$.Map.Item.Value"
+    failed = FAILURE_RECORDERS[task]
     return {
         "Type": "Map",
         "Comment": comment,
-        "ItemsPath": items_path,
+        "ItemsPath": "$.files",
         "MaxConcurrency": MAP_MAX_CONCURRENCY,
         "ItemSelector": item_selector,
         "ItemProcessor": {
@@ -318,70 +378,51 @@ def _file_map(
             "States": {
                 task.value: _lambda_task(
                     function,
+                    ResultSelector=dict(OUTCOME_ONLY),
                     Catch=[_catch([ALL_ERRORS], failed)],
                     End=True,
                 ),
-                failed.value: _failed_item(phase, file_key_path),
+                failed.value: _failure_recorder(phase),
             },
         },
-        "ResultPath": result_path,
+        # Per-file results are in S3: the Map's own (one outcome per item) is dropped.
+        "ResultPath": None,
         # Only a fault of the Map itself lands here: item failures are caught inside.
         "Catch": [_catch([ALL_ERRORS], State.MARK_JOB_FAILED)],
         "Next": next_state.value,
     }
 
 
+def _tolerance_choice(go_on: State) -> dict[str, Any]:
+    """Fail closed: only an explicit `true` lets the job go on."""
+    return {
+        "Type": "Choice",
+        "Choices": [{"Variable": "$.check.within_tolerance", "BooleanEquals": True, "Next": go_on.value}],
+        "Default": State.MARK_TOLERANCE_FAILED.value,
+    }
+
+
 # --- The definition -----------------------------------------------------------------------------
 def build_definition() -> dict[str, Any]:
     """The workflow as an ASL dict, with `${...}` placeholders for table name and function ARNs."""
-    job_failed_catch = [_catch([ALL_ERRORS], State.MARK_JOB_FAILED)]
     states: dict[str, dict[str, Any]] = {
-        State.MARK_DETECTING: _status_task(JobStatus.DETECTING, State.DETECT_PII),
+        State.MARK_DETECTING: _dynamodb_status_task(JobStatus.DETECTING, State.DETECT_PII),
         State.DETECT_PII: _file_map(
-            items_path="$.files",
-            item_field="file_key",
             extra_item_fields={},
             task=State.DETECT_FILE,
             function=DETECT_FUNCTION_ARN,
-            failed=State.DETECT_FILE_FAILED,
             phase="detect",
-            file_key_path="$.file_key",
-            result_path="$.detect_results",
             next_state=State.CHECK_DETECT_TOLERANCE,
             comment="Detect PII per file; a file that fails after its retries is recorded, not fatal.",
         ),
-        State.CHECK_DETECT_TOLERANCE: _lambda_task(
-            FINALIZE_FUNCTION_ARN,
-            parameters={
-                "phase": "detect",
-                "job_id.$": "$.job_id",
-                "started_at.$": "$.started_at",
-                "files.$": "$.files",
-                "unsupported.$": "$.unsupported",
-                "detect_results.$": "$.detect_results",
-            },
-            ResultPath="$.check",
-            Catch=job_failed_catch,
-            Next=State.DETECT_TOLERANCE_CHOICE.value,
-        ),
-        # Fail closed: only an explicit `true` lets the job go on.
-        State.DETECT_TOLERANCE_CHOICE: {
-            "Type": "Choice",
-            "Choices": [
-                {
-                    "Variable": "$.check.within_tolerance",
-                    "BooleanEquals": True,
-                    "Next": State.DROP_FILES.value,
-                }
-            ],
-            "Default": State.MARK_TOLERANCE_FAILED.value,
-        },
+        State.CHECK_DETECT_TOLERANCE: _check_task("detect", State.DETECT_TOLERANCE_CHOICE),
+        State.DETECT_TOLERANCE_CHOICE: _tolerance_choice(State.DROP_FILES),
         State.DROP_FILES: {
             "Type": "Pass",
-            "Comment": "Keep the state small: the file list and the check are not needed any more.",
+            "Comment": "Keep the state small: only what later states read (the check is dropped).",
             "Parameters": _job_fields()
             | {
-                "detect_results.$": "$.detect_results",
+                "files.$": "$.files",
                 "unsupported.$": "$.unsupported",
                 "redaction_mode.$": "$.redaction_mode",
                 "trace.$": "$.trace",
@@ -405,8 +446,10 @@ def build_definition() -> dict[str, Any]:
         ),
         State.GENERATE_SYNTHETIC: _lambda_task(
             GENERATE_SYNTHETIC_FUNCTION_ARN,
+            parameters=_job_fields() | {"files.$": "$.files", "trace.$": "$.trace"},
+            ResultSelector={"mapping_s3_key.$": "$.mapping_s3_key"},
             ResultPath="$.mapping",
-            Catch=job_failed_catch,
+            Catch=[_catch([ALL_ERRORS], State.MARK_JOB_FAILED)],
             Next=State.MARK_SYNTHETIC_COMPLETE.value,
         ),
         State.MARK_SYNTHETIC_COMPLETE: _status_task(JobStatus.SYNTHETIC_COMPLETE, State.MARK_REDACTING),
@@ -418,68 +461,31 @@ def build_definition() -> dict[str, Any]:
         },
         State.MARK_REDACTING: _status_task(JobStatus.REDACTING, State.REDACT_PII),
         State.REDACT_PII: _file_map(
-            items_path="$.detect_results",
-            item_field="detection",
             extra_item_fields={
                 "redaction_mode.$": "$.redaction_mode",
                 "mapping_s3_key.$": "$.mapping.mapping_s3_key",
             },
             task=State.REDACT_FILE,
             function=REDACT_FUNCTION_ARN,
-            failed=State.REDACT_FILE_FAILED,
             phase="redact",
-            file_key_path="$.detection.file_key",
-            result_path="$.redact_results",
             next_state=State.MARK_REDACT_COMPLETE,
-            comment="Redact per file (detections that failed or were empty are skipped by the function).",
+            comment="Redact per file (files whose detection failed are skipped by the function).",
         ),
         State.MARK_REDACT_COMPLETE: _status_task(JobStatus.REDACT_COMPLETE, State.PREPARE_COMPLETE),
-        State.PREPARE_COMPLETE: _lambda_task(
-            FINALIZE_FUNCTION_ARN,
-            parameters={
-                "phase": "complete",
-                "job_id.$": "$.job_id",
-                "started_at.$": "$.started_at",
-                "unsupported.$": "$.unsupported",
-                "detect_results.$": "$.detect_results",
-                "redact_results.$": "$.redact_results",
-                "mapping_s3_key.$": "$.mapping.mapping_s3_key",
-            },
-            ResultPath="$.check",
-            Catch=job_failed_catch,
-            Next=State.COMPLETE_TOLERANCE_CHOICE.value,
+        State.PREPARE_COMPLETE: _check_task(
+            "complete",
+            State.COMPLETE_TOLERANCE_CHOICE,
+            {"mapping_s3_key.$": "$.mapping.mapping_s3_key"},
         ),
-        State.COMPLETE_TOLERANCE_CHOICE: {
-            "Type": "Choice",
-            "Choices": [
-                {
-                    "Variable": "$.check.within_tolerance",
-                    "BooleanEquals": True,
-                    "Next": State.WORKFLOW_COMPLETE.value,
-                }
-            ],
-            "Default": State.MARK_TOLERANCE_FAILED.value,
-        },
-        State.WORKFLOW_COMPLETE: _status_task(
-            JobStatus.COMPLETE,
-            State.DONE,
-            # The finalize function hands over ready-made AttributeValues: passed through whole.
-            set_values={
-                "failed_files": "$.check.failed_files_ddb",
-                "redaction_results": "$.check.redaction_results_ddb",
-                "mapping_s3_key": "$.check.mapping_s3_key_ddb",
-            },
-        ),
+        State.COMPLETE_TOLERANCE_CHOICE: _tolerance_choice(State.WORKFLOW_COMPLETE),
+        State.WORKFLOW_COMPLETE: _status_task(JobStatus.COMPLETE, State.DONE),
         State.DONE: {"Type": "Succeed"},
         State.MARK_TOLERANCE_FAILED: _status_task(
             JobStatus.FAILED,
             State.TOLERANCE_EXCEEDED,
-            set_values={
-                "error": {"S": TOLERANCE_ERROR},
-                "cause": {
-                    "S.$": "States.Format('Failed share of files {} is over the tolerance', $.check.failed_share)"
-                },
-                "failed_files": "$.check.failed_files_ddb",
+            fields={
+                "error": TOLERANCE_ERROR,
+                "cause.$": "States.Format('Failed share of files {} is over the tolerance', $.check.failed_share)",
             },
             fail_job_on_error=False,
         ),
@@ -491,7 +497,7 @@ def build_definition() -> dict[str, Any]:
         State.MARK_JOB_FAILED: _status_task(
             JobStatus.FAILED,
             State.JOB_FAILED,
-            set_values={"error": _s("$.error.Error"), "cause": _s("$.error.Cause")},
+            fields={"error.$": "$.error.Error", "cause.$": "$.error.Cause"},
             fail_job_on_error=False,
         ),
         State.JOB_FAILED: {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"},

@@ -500,22 +500,30 @@ class TrackingStore:
         }
         return self._transact([("new_run", new_run), ("head", head), ("claim", self._claim_put(claim, now))])
 
-    def join_run_with_claim(self, claim: ObjectClaim, now: datetime) -> ClaimWrite:
-        """Atomically: add the object to `claim.run` (only while it is QUEUED) and write the claim
-        (only if it is still at the revision the caller read)."""
+    def join_run_with_claim(self, claim: ObjectClaim, now: datetime, max_files: int | None = None) -> ClaimWrite:
+        """Atomically: add the object to `claim.run` (only while it is QUEUED and, with
+        `max_files`, holds fewer files than that or the key already) and write the claim (only if
+        it is still at the revision the caller read). A full run answers RUN_CLOSED, as a frozen one."""
         run = claim.run
+        condition = "attribute_exists(job_id) AND #status = :queued"
+        values: dict[str, Any] = {
+            ":k": {"SS": [claim.key]},
+            ":now": {"S": format_timestamp(now)},
+            ":queued": {"S": JobStatus.QUEUED.value},
+        }
+        if max_files is not None:
+            # size() of a string set counts its keys; a key already in the run (a newer version
+            # of it) stays with it, so the run's size cannot pass the maximum.
+            condition += " AND (size(files) < :max_files OR contains(files, :key))"
+            values |= {":max_files": {"N": str(max_files)}, ":key": {"S": claim.key}}
         add = {
             "Update": {
                 "TableName": self._table,
                 "Key": self._key(run.job_id, run.started_at),
                 "UpdateExpression": "ADD files :k SET updated_at = :now",
-                "ConditionExpression": "attribute_exists(job_id) AND #status = :queued",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":k": {"SS": [claim.key]},
-                    ":now": {"S": format_timestamp(now)},
-                    ":queued": {"S": JobStatus.QUEUED.value},
-                },
+                "ExpressionAttributeValues": values,
             }
         }
         return self._transact([("pending_run", add), ("claim", self._claim_put(claim, now))])

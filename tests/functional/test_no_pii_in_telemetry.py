@@ -83,14 +83,20 @@ def test_no_seeded_value_leaves_any_handler(resources, lambda_context, capsys, l
         "output_bucket": resources.output_bucket,
         "trace": {},
     }
-    found = detect.handler({**base, "file_key": key}, lambda_context)
-    assert sum(found["entity_counts"].values()) == len(SEEDED)
-    mapping = generate_synthetic.handler({**base, "detect_results": [found]}, lambda_context)
-    done = redact.handler(
-        {**base, "redaction_mode": "synthetic", "mapping_s3_key": mapping["mapping_s3_key"], "detection": found},
+    status = {**base, "action": "status", "table": resources.tracking_table}
+    finalize.handler({**status, "target": "DETECTING"}, lambda_context)
+    assert detect.handler({**base, "file_key": key}, lambda_context) == {"outcome": "ok"}
+    mapping = generate_synthetic.handler({**base, "files": [key]}, lambda_context)
+    redact.handler(
+        {**base, "redaction_mode": "synthetic", "mapping_s3_key": mapping["mapping_s3_key"], "file_key": key},
         lambda_context,
     )
-    finalize.handler({**base, "phase": "complete", "detect_results": [found], "redact_results": [done]}, lambda_context)
+    finalize.handler({**status, "target": "REDACT_COMPLETE"}, lambda_context)
+    check = finalize.handler(
+        {**base, "action": "check", "phase": "complete", "files": [key], "unsupported": [], "mapping_s3_key": mapping["mapping_s3_key"]},
+        lambda_context,
+    )
+    assert check["counts"]["entities"] == len(SEEDED)
     event = {
         "detail-type": "Step Functions Execution Status Change",
         "source": "aws.states",

@@ -6,7 +6,8 @@ moto cannot run our Lambda handlers here (that is the sandbox's job), so these t
 * it starts at a chosen state of the real definition and keeps only the states reachable from it;
 * every Lambda Task that is reached (top level or inside a Map's item processor) is replaced by a
   Pass state carrying the result the test declares for it, with the Task's own ResultPath and
-  Next/End. `ECHO` makes that Pass return its input (so a Map's item shows what ItemSelector built);
+  Next/End. `ECHO` makes that Pass hand over what the function would be sent (the Task's
+  Parameters, or its whole input) and puts it at `$.sent_<state name>`, so a test sees it;
   `FAIL` keeps the Task but points it at a function that does not exist, so it really fails and
   its Catch really runs; a Lambda task the test declares nothing for becomes a Fail state with
   the error `Test.UndeclaredLambdaTask`, so a run that strays there fails loudly;
@@ -32,8 +33,10 @@ from moto import mock_aws
 
 from pipeline.statemachine.build import (
     CONDITIONAL_CHECK_FAILED,
+    DYNAMODB_STATUS_TASKS,
     NO_LONGER_ACTIVE_ERROR,
     PLACEHOLDERS,
+    STATUS_TASKS,
     TOLERANCE_ERROR,
     TRACKING_TABLE_NAME,
     State,
@@ -89,7 +92,11 @@ def _replace_lambda_tasks(states: dict[str, Any], results: Mapping[str, Any]) ->
             state["Resource"] = MISSING_FUNCTION_ARN
             continue
         stand_in: dict[str, Any] = {"Type": "Pass", "Comment": f"stand-in for Lambda task {name}"}
-        if result is not ECHO:
+        if result is ECHO:
+            if "Parameters" in state:
+                stand_in["Parameters"] = state["Parameters"]
+            stand_in["ResultPath"] = f"$.sent_{name}"
+        else:
             stand_in["Result"] = result
             stand_in["ResultPath"] = state.get("ResultPath", "$")
         for key in ("Next", "End"):
@@ -236,25 +243,17 @@ def _task_failures(result: Mapping[str, Any]) -> list[str]:
     return [e["taskFailedEventDetails"]["error"] for e in result["events"] if e["type"] == "TaskFailed"]
 
 
-def _check(within: bool, share: float, mapping: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the finalize function returns (the contract the definition reads)."""
-    failed = {
-        "detect": ["inbox/batch-7/b.csv"] if not within else [],
-        "redact": [],
-        "unsupported": ["inbox/batch-7/c.pdf"],
-        "empty": [],
-    }
-    return {
-        "within_tolerance": within,
-        "failed_share": share,
-        "failed_files": failed,
-        "failed_files_ddb": {"M": {k: {"L": [{"S": v} for v in keys]} for k, keys in failed.items()}},
-        "redaction_results_ddb": {
-            "M": {"inbox/batch-7/a.txt": {"M": {"outcome": {"S": "redacted"}, "replacements": {"N": "3"}}}}
-        },
-        "mapping_s3_key_ddb": mapping or {"NULL": True},
-        "counts": {"files": 2, "failed": 0 if within else 1},
-    }
+def _check(within: bool, share: float) -> dict[str, Any]:
+    """What the finalize function's account hands back (the contract the definition reads)."""
+    return {"within_tolerance": within, "failed_share": share, "counts": {"files": 2, "failed": 0, "entities": 3}}
+
+
+STATUS_WRITTEN = {"status": "written"}  # a status write's answer (dropped: ResultPath null)
+LAMBDA_STATUS_TASKS = [s for s in STATUS_TASKS if s not in DYNAMODB_STATUS_TASKS]
+
+
+def _all_status_writes() -> dict[State, Any]:
+    return dict.fromkeys(LAMBDA_STATUS_TASKS, STATUS_WRITTEN)
 
 
 # --- tests --------------------------------------------------------------------------------------
@@ -269,15 +268,17 @@ def test_the_whole_definition_is_accepted_by_the_interpreter(aws: dict[str, Any]
     )
 
 
-def test_whole_blackout_run_writes_every_status_and_completes(aws: dict[str, Any]) -> None:
-    """From the first state to Done: every status write's condition admits its predecessor,
-    both Maps build their items from ItemSelector (ECHO shows them), the record ends COMPLETE."""
+def test_whole_blackout_run_goes_through_every_step_and_keeps_the_state_small(aws: dict[str, Any]) -> None:
+    """From the first state to Done: the first status write's condition admits IN_PROGRESS (and
+    leaves updated_at as the router wrote it), both Maps hand their items exactly the job fields
+    and the file key, drop their results, and the output holds no per-file result."""
     _put_record(aws["ddb"], JobStatus.IN_PROGRESS)
     definition = sub_machine(
         State.MARK_DETECTING,
         {
+            **_all_status_writes(),
             State.DETECT_FILE: ECHO,
-            State.CHECK_DETECT_TOLERANCE: {"within_tolerance": True, "failed_share": 0.0},
+            State.CHECK_DETECT_TOLERANCE: _check(True, 0.0),
             State.REDACT_FILE: ECHO,
             State.PREPARE_COMPLETE: _check(True, 0.0),
         },
@@ -289,46 +290,38 @@ def test_whole_blackout_run_writes_every_status_and_completes(aws: dict[str, Any
     assert "SetEmptyMapping" in _entered(result) and "GenerateSynthetic" not in _entered(result)
     assert _entered(result)[-3:] == ["CompleteToleranceChoice", "WorkflowComplete", "Done"]
     output = json.loads(result["output"])
-    assert [d["file_key"] for d in output["detect_results"]] == _job_input()["files"]
-    first_detect = output["detect_results"][0]
-    assert first_detect["trace"] == _job_input()["trace"]
-    assert first_detect["output_bucket"] == "output-bucket"
-    assert "files" not in output, "DropFiles removes the file list"
-    first_redact = output["redact_results"][0]
-    assert first_redact["detection"] == first_detect
-    assert first_redact["mapping_s3_key"] is None
-    assert first_redact["redaction_mode"] == "blackout"
-
+    assert set(output) == {*_job_input(), "mapping", "check"}, "no per-file result in the state"
+    assert output["files"] == _job_input()["files"]
+    items = [
+        json.loads(e["stateEnteredEventDetails"]["input"])
+        for e in result["events"]
+        if e.get("stateEnteredEventDetails", {}).get("name") in ("DetectFile", "RedactFile")
+    ]
+    assert len(items) == 4
+    for item in items:
+        assert item["file_key"] in _job_input()["files"]
+        assert item["trace"] == _job_input()["trace"] and item["output_bucket"] == "output-bucket"
+        assert item["execution_name"] == _job_input()["execution_name"]
+    assert [i.get("redaction_mode") for i in items[2:]] == ["blackout", "blackout"]
+    assert [i.get("mapping_s3_key", "absent") for i in items[2:]] == [None, None]
     record = _record(aws["ddb"])
-    assert record["status"] == {"S": "COMPLETE"}
-    assert "active_status" not in record
-    assert record["failed_files"]["M"]["unsupported"] == {"L": [{"S": "inbox/batch-7/c.pdf"}]}
-    assert record["redaction_results"]["M"]["inbox/batch-7/a.txt"]["M"]["outcome"] == {"S": "redacted"}
-    assert record["mapping_s3_key"] == {"NULL": True}
-    assert record["updated_at"]["S"] > STARTED_AT[:10]
+    assert record["status"] == {"S": "DETECTING"}  # every later status is the finalize function's
+    assert record["updated_at"] == {"S": STARTED_AT}
 
 
 def test_synthetic_mode_generates_mapping_and_hands_its_key_to_redaction(aws: dict[str, Any]) -> None:
-    _put_record(aws["ddb"], JobStatus.DETECT_COMPLETE)
-    mapping = {"mapping_s3_key": "mappings/inbox/batch-7/run.json", "replacements": 4}
-    detect_results = [
-        {
-            "file_key": "inbox/batch-7/a.txt",
-            "outcome": "ok",
-            "entity_counts": {"EMAIL": 2},
-            "findings_key": "f/a.json",
-        }
-    ]
+    mapping = {"mapping_s3_key": "mappings/inbox/batch-7/run.json"}
     definition = sub_machine(
         State.CHECK_REDACTION_MODE,
         {
+            **_all_status_writes(),
             State.GENERATE_SYNTHETIC: mapping,
             State.REDACT_FILE: ECHO,
-            State.PREPARE_COMPLETE: _check(True, 0.0, {"S": mapping["mapping_s3_key"]}),
+            State.PREPARE_COMPLETE: ECHO,
         },
+        stop_at=[State.COMPLETE_TOLERANCE_CHOICE],
     )
-    state = {k: v for k, v in _job_input(redaction_mode="synthetic").items() if k != "files"}
-    result = _run(aws, definition, state | {"detect_results": detect_results}, "synthetic")
+    result = _run(aws, definition, _job_input(redaction_mode="synthetic"), "synthetic")
 
     assert result["status"] == "SUCCEEDED", result.get("cause")
     assert _entered(result)[:5] == [
@@ -339,91 +332,77 @@ def test_synthetic_mode_generates_mapping_and_hands_its_key_to_redaction(aws: di
         "MarkRedacting",
     ]
     output = json.loads(result["output"])
-    assert output["redact_results"][0]["mapping_s3_key"] == mapping["mapping_s3_key"]
-    assert output["redact_results"][0]["redaction_mode"] == "synthetic"
-    record = _record(aws["ddb"])
-    assert record["status"] == {"S": "COMPLETE"}
-    assert record["mapping_s3_key"] == {"S": mapping["mapping_s3_key"]}
+    sent = output["sent_PrepareComplete"]
+    assert sent["mapping_s3_key"] == mapping["mapping_s3_key"]
+    assert (sent["action"], sent["phase"]) == ("check", "complete")
+    assert sent["files"] == _job_input()["files"] and sent["unsupported"] == _job_input()["unsupported"]
 
 
-def test_failed_file_is_recorded_with_its_key_and_error(aws: dict[str, Any]) -> None:
-    """A per-file task that really fails: the Catch keeps the item, the failure becomes a result."""
-    _put_record(aws["ddb"], JobStatus.DETECTING)
-    definition = sub_machine(
-        State.DETECT_PII, {State.DETECT_FILE: FAIL}, stop_at=[State.CHECK_DETECT_TOLERANCE]
+def test_failed_file_is_handed_to_the_recorder_with_its_key_and_error(aws: dict[str, Any]) -> None:
+    """A per-file task that really fails: the Catch keeps the item, the recorder gets key and error."""
+    asl = json.loads(
+        sub_machine(
+            State.DETECT_PII,
+            {State.DETECT_FILE: FAIL, State.DETECT_FILE_FAILED: ECHO},
+            stop_at=[State.CHECK_DETECT_TOLERANCE],
+        )
     )
-    result = _run(aws, definition, _job_input(files=["inbox/batch-7/a.txt"]), "detect-failure")
+    asl["States"]["DetectPII"]["ResultPath"] = "$.recorded"  # the test looks at what the Map drops
+    result = _run(aws, json.dumps(asl), _job_input(files=["inbox/batch-7/a.txt"]), "detect-failure")
 
     assert result["status"] == "SUCCEEDED", result.get("cause")
-    [failed] = json.loads(result["output"])["detect_results"]
-    assert failed["file_key"] == "inbox/batch-7/a.txt"
-    assert failed["outcome"] == "failed"
-    assert failed["phase"] == "detect"
-    assert failed["error"] and isinstance(failed["cause"], str)
-    assert failed["findings_key"] is None
+    [item] = json.loads(result["output"])["recorded"]
+    sent = item["sent_DetectFileFailed"]
+    assert sent["action"] == "record_failure" and sent["phase"] == "detect"
+    assert sent["file_key"] == "inbox/batch-7/a.txt"
+    assert sent["execution_name"] == _job_input()["execution_name"]
+    assert sent["error"]["Error"] and isinstance(sent["error"]["Cause"], str)
 
 
-def test_complete_against_a_record_in_redact_complete(aws: dict[str, Any]) -> None:
-    _put_record(aws["ddb"], JobStatus.REDACT_COMPLETE)
-    state = _job_input() | {"check": _check(True, 0.0)}
-    result = _run(aws, sub_machine(State.WORKFLOW_COMPLETE, {}), state, "complete")
-
-    assert result["status"] == "SUCCEEDED", result.get("cause")
-    record = _record(aws["ddb"])
-    assert record["status"] == {"S": "COMPLETE"}
-    assert "active_status" not in record
-    assert record["failed_files"]["M"]["unsupported"]["L"] == [{"S": "inbox/batch-7/c.pdf"}]
-
-
-def test_complete_against_a_reclaimed_record_stops_as_no_longer_active(aws: dict[str, Any]) -> None:
+def test_first_status_write_against_a_reclaimed_record_stops_as_no_longer_active(aws: dict[str, Any]) -> None:
     _put_record(aws["ddb"], JobStatus.FAILED)
-    state = _job_input() | {"check": _check(True, 0.0)}
-    result = _run(aws, sub_machine(State.WORKFLOW_COMPLETE, {}), state, "reclaimed")
+    result = _run(aws, sub_machine(State.MARK_DETECTING, {}), _job_input(), "reclaimed")
 
     assert result["status"] == "FAILED"
     assert result["error"] == NO_LONGER_ACTIVE_ERROR
     assert _task_failures(result) == [CONDITIONAL_CHECK_FAILED]
-    assert _entered(result) == ["WorkflowComplete", "JobNoLongerActive"]
+    assert _entered(result) == ["MarkDetecting", "JobNoLongerActive"]
     assert _record(aws["ddb"])["status"] == {"S": "FAILED"}
 
 
-def test_detect_over_tolerance_marks_the_job_failed(aws: dict[str, Any]) -> None:
-    _put_record(aws["ddb"], JobStatus.DETECTING)
-    state = _job_input() | {"detect_results": [], "check": _check(False, 0.5)}
-    result = _run(aws, sub_machine(State.DETECT_TOLERANCE_CHOICE, {}), state, "over-tolerance")
+def test_detect_over_tolerance_marks_the_job_failed_with_the_share(aws: dict[str, Any]) -> None:
+    state = _job_input() | {"check": _check(False, 0.5)}
+    definition = sub_machine(State.DETECT_TOLERANCE_CHOICE, {State.MARK_TOLERANCE_FAILED: ECHO})
+    result = _run(aws, definition, state, "over-tolerance")
 
     assert result["status"] == "FAILED"
     assert result["error"] == TOLERANCE_ERROR
     assert _entered(result) == ["DetectToleranceChoice", "MarkToleranceFailed", "ToleranceExceeded"]
-    record = _record(aws["ddb"])
-    assert record["status"] == {"S": "FAILED"}
-    assert record["error"] == {"S": TOLERANCE_ERROR}
-    assert "0.5" in record["cause"]["S"]
-    assert record["failed_files"]["M"]["detect"]["L"] == [{"S": "inbox/batch-7/b.csv"}]
-    assert "active_status" not in record
+    sent = json.loads(
+        next(e for e in result["events"] if e.get("stateExitedEventDetails", {}).get("name") == "MarkToleranceFailed")[
+            "stateExitedEventDetails"
+        ]["output"]
+    )["sent_MarkToleranceFailed"]
+    assert (sent["action"], sent["target"], sent["error"]) == ("status", "FAILED", TOLERANCE_ERROR)
+    assert sent["cause"] == "Failed share of files 0.5 is over the tolerance"
 
 
 def test_job_level_failure_is_recorded_then_fails_with_the_same_error(aws: dict[str, Any]) -> None:
-    _put_record(aws["ddb"], JobStatus.REDACT_COMPLETE)
     state = _job_input() | {"error": {"Error": "ValueError", "Cause": "finalize could not read results"}}
-    result = _run(aws, sub_machine(State.MARK_JOB_FAILED, {}), state, "job-failed")
+    result = _run(aws, sub_machine(State.MARK_JOB_FAILED, {State.MARK_JOB_FAILED: ECHO}), state, "job-failed")
 
     assert result["status"] == "FAILED"
     assert result["error"] == "ValueError"
     assert result["cause"] == "finalize could not read results"
-    record = _record(aws["ddb"])
-    assert record["status"] == {"S": "FAILED"}
-    assert record["cause"] == {"S": "finalize could not read results"}
-    assert "active_status" not in record
 
 
 def test_retry_mechanics_on_moto(aws: dict[str, Any]) -> None:
-    """A mechanics check, not a policy check: moto never throttles, so this variant of a real
-    status task retries the one error moto can produce on demand (a failed condition), once,
-    after 1 s (less with FULL jitter), and the history shows both attempts before the Catch."""
+    """A mechanics check, not a policy check: moto never throttles, so this variant of the real
+    DynamoDB status task retries the one error moto can produce on demand (a failed condition),
+    once, after 1 s (less with FULL jitter), and the history shows both attempts before the Catch."""
     _put_record(aws["ddb"], JobStatus.COMPLETE)
-    asl = json.loads(sub_machine(State.MARK_REDACTING, {}, stop_at=[State.REDACT_PII]))
-    task = asl["States"][State.MARK_REDACTING.value]
+    asl = json.loads(sub_machine(State.MARK_DETECTING, {}, stop_at=[State.DETECT_PII]))
+    task = asl["States"][State.MARK_DETECTING.value]
     task["Retry"] = [
         dict(task["Retry"][0], ErrorEquals=[CONDITIONAL_CHECK_FAILED], IntervalSeconds=1, MaxAttempts=1)
     ]
@@ -433,3 +412,91 @@ def test_retry_mechanics_on_moto(aws: dict[str, Any]) -> None:
     assert result["error"] == NO_LONGER_ACTIVE_ERROR
     assert [e["type"] for e in result["events"]].count("TaskScheduled") == 2
     assert _task_failures(result) == [CONDITIONAL_CHECK_FAILED] * 2
+
+
+# --- size: the largest run fits AWS's limits (enforced by sandbox.limits) -------------------------
+
+
+def longest_keys(count: int, prefix: str = "inbox/batch-7/") -> list[str]:
+    """`count` distinct S3 keys of the maximum length, 1,024 bytes of UTF-8 (2-byte characters
+    and a JSON-escaped quote in each, so escaping counts too)."""
+    keys = []
+    for index in range(count):
+        head = f'{prefix}"é-{index:05d}-'
+        key = head + "k" * (1024 - len(head.encode()) - 4) + ".txt"
+        assert len(key.encode()) == 1024
+        keys.append(key)
+    return keys
+
+
+@pytest.fixture
+def limited(aws: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    from sandbox import limits
+
+    limits.install()
+    try:
+        yield aws
+    finally:
+        limits.uninstall()
+
+
+def _largest_job_input(files: int, unsupported: int) -> dict[str, Any]:
+    keys = longest_keys(files + unsupported)
+    job_id = "j" * 1024  # a root-level file is its own job: a job id can be a whole key
+    return _job_input(
+        job_id=job_id,
+        execution_name="x" * 80,
+        bucket="b" * 63,
+        output_bucket="o" * 63,
+        files=keys[:files],
+        unsupported=keys[files:],
+        redaction_mode="synthetic",
+        trace={"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01", "tracestate": "t" * 512},
+    )
+
+
+def _largest_answers() -> dict[State, Any]:
+    """The largest answer each Lambda task gives (failures: the recorder's `{"outcome": ...}`)."""
+    check = {"within_tolerance": True, "failed_share": 0.5, "counts": {"files": 10**6, "failed": 10**6, "entities": 10**9}}
+    return {
+        **_all_status_writes(),
+        State.DETECT_FILE: FAIL,  # every file fails: the recorder runs for each (the worst case before)
+        State.DETECT_FILE_FAILED: {"outcome": "failed"},
+        State.CHECK_DETECT_TOLERANCE: check,
+        State.GENERATE_SYNTHETIC: {"mapping_s3_key": "_pipeops/runs/" + "x" * 80 + "/mapping.json"},
+        State.REDACT_FILE: {"outcome": "redacted"},
+        State.PREPARE_COMPLETE: check,
+    }
+
+
+def test_the_largest_run_of_the_default_max_fits_every_limit(limited: dict[str, Any]) -> None:
+    """MaxFilesPerRun (default and MaxValue) keys of 1,024 bytes, every file failing: the input,
+    every state and the history stay inside AWS's limits, run through the real definition."""
+    from pipeline.config import DEFAULT_MAX_FILES_PER_RUN
+    from sandbox.limits import MAX_PAYLOAD_BYTES, payload_size
+
+    _put_record(limited["ddb"], JobStatus.IN_PROGRESS)
+    # the record's key is JOB_ID; the large job id goes into the state only for its size
+    execution_input = _largest_job_input(DEFAULT_MAX_FILES_PER_RUN - 10, 10) | {"job_id": JOB_ID}
+    execution_input["job_id_padding"] = "j" * 1024
+    assert payload_size(execution_input) < MAX_PAYLOAD_BYTES / 2
+    result = _run(limited, sub_machine(State.MARK_DETECTING, _largest_answers()), execution_input, "largest")
+
+    assert result["status"] == "SUCCEEDED", (result.get("error"), result.get("cause"))
+    sizes = [
+        payload_size(details.get("input", details.get("output", "")))
+        for event in result["events"]
+        for details in [event.get("stateEnteredEventDetails") or event.get("stateExitedEventDetails") or {}]
+    ]
+    print(f"largest state of the largest run: {max(sizes)} bytes of {MAX_PAYLOAD_BYTES}")
+    assert max(sizes) < MAX_PAYLOAD_BYTES * 0.45, max(sizes)
+
+
+def test_a_run_far_over_the_max_is_refused_at_start(limited: dict[str, Any]) -> None:
+    """The control: the limit is real, and 300 keys of 1,024 bytes already pass it."""
+    sfn = limited["sfn"]
+    machine = sfn.create_state_machine(
+        name="too-many", definition=sub_machine(State.MARK_DETECTING, {}), roleArn=ROLE_ARN
+    )["stateMachineArn"]
+    with pytest.raises(sfn.exceptions.ValidationException):
+        sfn.start_execution(stateMachineArn=machine, name="run", input=json.dumps(_largest_job_input(300, 0)))

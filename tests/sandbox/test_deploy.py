@@ -37,6 +37,7 @@ FUNCTIONS = (
     "GenerateSyntheticFunction",
     "RedactFunction",
     "FinalizeFunction",
+    "ReconcilerFunction",
 )
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -454,6 +455,11 @@ def test_scale_definition_rounds_up_and_keeps_behaviour() -> None:
     inner = quarter["States"]["Map"]["ItemProcessor"]["States"]["Task"]
     assert (quarter["TimeoutSeconds"], inner["TimeoutSeconds"]) == (30, 12)  # x 0.3 (= 3/10)
     assert definition["States"]["Pause"]["Seconds"] == 8  # input untouched
+    # Timeouts bound work, which the sandbox does not speed up: never below min(original, floor).
+    floored = scale_definition(definition, TimeScale(0.25), min_timeout_seconds=50)
+    floored_task = floored["States"]["Map"]["ItemProcessor"]["States"]["Task"]
+    assert (floored["TimeoutSeconds"], floored_task["TimeoutSeconds"]) == (50, 40)
+    assert floored["States"]["Pause"]["Seconds"] == 2  # waits are still shortened
 
 
 def test_deploy_refuses_a_moto_that_does_not_execute_state_machines(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,9 @@ from pipeline.statemachine.build import (
     ALL_ERRORS,
     CONDITIONAL_CHECK_FAILED,
     DEFINITION_PATH,
+    DYNAMODB_STATUS_TASKS,
     DYNAMODB_TRANSIENT_ERRORS,
+    FAILURE_RECORDERS,
     JOB_LAMBDA_TASKS,
     LAMBDA_TRANSIENT_ERRORS,
     PER_FILE_TASKS,
@@ -78,6 +80,19 @@ def lambda_tasks() -> list[tuple[str, dict[str, Any]]]:
 
 def ddb_tasks() -> list[tuple[str, dict[str, Any]]]:
     return [(name, state) for name, state in tasks() if state["Resource"] == DDB_UPDATE]
+
+
+def status_tasks() -> list[tuple[str, dict[str, Any]]]:
+    """Every status write: the DynamoDB one and the finalize tasks with action "status"."""
+    return [
+        (name, state)
+        for name, state in tasks()
+        if state["Resource"] == DDB_UPDATE or state.get("Parameters", {}).get("action") == "status"
+    ]
+
+
+def lambda_status_tasks() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, state) for name, state in status_tasks() if state["Resource"] != DDB_UPDATE]
 
 
 def successors(state: dict[str, Any]) -> list[str]:
@@ -165,12 +180,16 @@ def test_every_task_retries_transient_errors(name: str, state: dict[str, Any]) -
 def test_lambda_tasks_invoke_by_function_arn() -> None:
     """Direct ARN: the output is the function's return value (no Payload wrapper) on AWS and moto."""
     resources = {name: state["Resource"] for name, state in lambda_tasks()}
+    finalize = "${FinalizeFunctionArn}"
     assert resources == {
         "DetectFile": "${DetectFunctionArn}",
+        "DetectFileFailed": finalize,
         "RedactFile": "${RedactFunctionArn}",
-        "CheckDetectTolerance": "${FinalizeFunctionArn}",
+        "RedactFileFailed": finalize,
+        "CheckDetectTolerance": finalize,
         "GenerateSynthetic": "${GenerateSyntheticFunctionArn}",
-        "PrepareComplete": "${FinalizeFunctionArn}",
+        "PrepareComplete": finalize,
+        **{name: finalize for name, _ in lambda_status_tasks()},
     }
     assert all("TimeoutSeconds" not in state for _, state in lambda_tasks()), "the function's timeout governs"
 
@@ -181,42 +200,47 @@ def test_no_catch_anywhere_overwrites_the_state_input() -> None:
     for name, state in all_states():
         for catcher in state.get("Catch", []):
             assert re.fullmatch(r"\$\.[a-z_]+", catcher.get("ResultPath", "$")), (name, catcher)
-            assert catcher["ResultPath"] not in {"$.job_id", "$.started_at", "$.file_key", "$.detection"}
+            assert catcher["ResultPath"] not in {"$.job_id", "$.started_at", "$.file_key", "$.files"}
 
 
-@pytest.mark.parametrize(
-    ("map_state", "task", "failed", "key_path", "item_field"),
-    [
-        ("DetectPII", "DetectFile", "DetectFileFailed", "$.file_key", "file_key"),
-        ("RedactPII", "RedactFile", "RedactFileFailed", "$.detection.file_key", "detection"),
-    ],
-)
-def test_per_file_failure_is_recorded_with_its_key(
-    map_state: str, task: str, failed: str, key_path: str, item_field: str
-) -> None:
-    assert task in {s.value for s in PER_FILE_TASKS}
+@pytest.mark.parametrize(("map_state", "task", "failed"), [("DetectPII", "DetectFile", "DetectFileFailed"), ("RedactPII", "RedactFile", "RedactFileFailed")])
+def test_per_file_failure_is_stored_with_its_key_and_error(map_state: str, task: str, failed: str) -> None:
+    assert task in {s.value for s in PER_FILE_TASKS} and FAILURE_RECORDERS[State(task)] == State(failed)
     processor = DEFINITION["States"][map_state]["ItemProcessor"]
     [catcher] = processor["States"][task]["Catch"]
     assert catcher == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}
-    assert DEFINITION["States"][map_state]["ItemSelector"][f"{item_field}.$"] == "$$.Map.Item.Value"
-    recorded = processor["States"][failed]
-    assert recorded["Type"] == "Pass" and recorded.get("End") is True
-    assert recorded["Parameters"]["file_key.$"] == key_path
-    assert recorded["Parameters"]["outcome"] == "failed"
-    assert recorded["Parameters"]["phase"] == map_state.removesuffix("PII").lower()
-    assert recorded["Parameters"]["error.$"] == "$.error.Error"
-    assert recorded["Parameters"]["cause.$"] == "$.error.Cause"
+    assert DEFINITION["States"][map_state]["ItemSelector"]["file_key.$"] == "$$.Map.Item.Value"
+    recorder = processor["States"][failed]
+    assert recorder["Type"] == "Task" and recorder.get("End") is True and "Catch" not in recorder
+    params = recorder["Parameters"]
+    assert params["action"] == "record_failure"
+    assert params["phase"] == map_state.removesuffix("PII").lower()
+    assert params["file_key.$"] == "$.file_key"
+    assert params["error.$"] == "$.error"
+    assert params["execution_name.$"] == "$.execution_name"
+
+
+@pytest.mark.parametrize("map_state", ["DetectPII", "RedactPII"])
+def test_map_items_hand_back_only_their_outcome_and_the_map_drops_them(map_state: str) -> None:
+    """Per-file results live in S3: the state never grows with the number of files' results."""
+    state = DEFINITION["States"][map_state]
+    assert state["ResultPath"] is None
+    for name, inner in state["ItemProcessor"]["States"].items():
+        assert inner["ResultSelector"] == {"outcome.$": "$.outcome"}, name
+        assert "ResultPath" not in inner and "OutputPath" not in inner
 
 
 @pytest.mark.parametrize("name", [s.value for s in JOB_LAMBDA_TASKS])
 def test_job_level_lambda_failure_fails_the_job_with_its_reason(name: str) -> None:
     state = DEFINITION["States"][name]
-    assert state["Catch"] == [
+    assert state["Catch"][-1:] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkJobFailed"}
     ]
-    params = DEFINITION["States"]["MarkJobFailed"]["Parameters"]["ExpressionAttributeValues"]
-    assert params[":error"] == {"S.$": "$.error.Error"}
-    assert params[":cause"] == {"S.$": "$.error.Cause"}
+    # the account also writes the record: a record that moved on stops the run
+    assert state["Catch"][:-1] in ([], [{"ErrorEquals": ["JobNoLongerActive"], "ResultPath": "$.error", "Next": "JobNoLongerActive"}])
+    params = DEFINITION["States"]["MarkJobFailed"]["Parameters"]
+    assert params["error.$"] == "$.error.Error"
+    assert params["cause.$"] == "$.error.Cause"
     assert DEFINITION["States"]["JobFailed"] == {
         "Type": "Fail",
         "ErrorPath": "$.error.Error",
@@ -224,10 +248,11 @@ def test_job_level_lambda_failure_fails_the_job_with_its_reason(name: str) -> No
     }
 
 
-@pytest.mark.parametrize(("name", "state"), ddb_tasks(), ids=[name for name, _ in ddb_tasks()])
+@pytest.mark.parametrize(("name", "state"), status_tasks(), ids=[name for name, _ in status_tasks()])
 def test_status_write_stops_when_the_record_moved_on(name: str, state: dict[str, Any]) -> None:
     first = state["Catch"][0]
-    assert first["ErrorEquals"] == [CONDITIONAL_CHECK_FAILED]
+    moved_on = CONDITIONAL_CHECK_FAILED if state["Resource"] == DDB_UPDATE else "JobNoLongerActive"
+    assert first["ErrorEquals"] == [moved_on]
     assert first["Next"] == "JobNoLongerActive"
     rest = state["Catch"][1:]
     if name in {"MarkJobFailed", "MarkToleranceFailed"}:
@@ -258,8 +283,7 @@ def test_active_status_is_set_while_active_and_removed_on_terminal(name: str, st
     params = state["Parameters"]
     expression = params["UpdateExpression"]
     target = JobStatus(params["ExpressionAttributeValues"][":status"]["S"])
-    assert "#updated_at = :updated_at" in expression
-    assert params["ExpressionAttributeValues"][":updated_at"] == {"S.$": "$$.State.EnteredTime"}
+    assert "updated_at" not in json.dumps(params), "updated_at stays as the router wrote it"
     if target.is_terminal:
         assert expression.endswith(" REMOVE #active_status")
         assert "#active_status = " not in expression
@@ -279,24 +303,52 @@ def test_expression_names_and_values_are_all_used(name: str, state: dict[str, An
     assert {key.removesuffix(".$") for key in params["ExpressionAttributeValues"]} == used_values
 
 
+def _target(state: dict[str, Any]) -> JobStatus:
+    params = state["Parameters"]
+    if state["Resource"] == DDB_UPDATE:
+        return JobStatus(params["ExpressionAttributeValues"][":status"]["S"])
+    return JobStatus(params["target"])
+
+
 def test_every_status_is_written_by_exactly_the_expected_tasks() -> None:
-    written = {
-        name: JobStatus(s["Parameters"]["ExpressionAttributeValues"][":status"]["S"])
-        for name, s in ddb_tasks()
-    }
+    written = {name: _target(s) for name, s in status_tasks()}
     assert written == {name.value: status for name, status in STATUS_TASKS.items()}
     assert set(written.values()) == set(JobStatus) - {JobStatus.QUEUED, JobStatus.IN_PROGRESS}
+    assert [name for name, _ in ddb_tasks()] == [s.value for s in DYNAMODB_STATUS_TASKS] == ["MarkDetecting"]
 
 
-def test_terminal_writes_record_the_outcome() -> None:
-    complete = DEFINITION["States"]["WorkflowComplete"]["Parameters"]["ExpressionAttributeValues"]
-    assert complete[":failed_files.$"] == "$.check.failed_files_ddb"
-    assert complete[":redaction_results.$"] == "$.check.redaction_results_ddb"
-    assert complete[":mapping_s3_key.$"] == "$.check.mapping_s3_key_ddb"
-    tolerance = DEFINITION["States"]["MarkToleranceFailed"]["Parameters"]["ExpressionAttributeValues"]
-    assert tolerance[":error"] == {"S": "FailureToleranceExceeded"}
-    assert tolerance[":failed_files.$"] == "$.check.failed_files_ddb"
+@pytest.mark.parametrize(("name", "state"), lambda_status_tasks(), ids=[n for n, _ in lambda_status_tasks()])
+def test_lambda_status_writes_name_the_run_and_the_table(name: str, state: dict[str, Any]) -> None:
+    params = state["Parameters"]
+    assert params["action"] == "status"
+    assert params["job_id.$"] == "$.job_id" and params["started_at.$"] == "$.started_at"
+    assert params["table"] == "${TrackingTableName}"
+    assert state["ResultPath"] is None
+
+
+def test_no_state_writes_a_step_functions_timestamp() -> None:
+    """Every stored timestamp is ours (format_timestamp): `$$.State.EnteredTime` (…+00:00 on moto,
+    …msZ on AWS) and `$$.Execution.StartTime` never reach a write."""
+    text = render_definition()
+    assert "EnteredTime" not in text and "StartTime" not in text
+
+
+def test_failed_writes_carry_the_reason() -> None:
+    tolerance = DEFINITION["States"]["MarkToleranceFailed"]["Parameters"]
+    assert tolerance["error"] == "FailureToleranceExceeded"
+    assert "$.check.failed_share" in tolerance["cause.$"]
     assert DEFINITION["States"]["ToleranceExceeded"]["Error"] == "FailureToleranceExceeded"
+
+
+@pytest.mark.parametrize(("name", "phase"), [("CheckDetectTolerance", "detect"), ("PrepareComplete", "complete")])
+def test_the_account_reads_stored_results_and_hands_back_a_small_check(name: str, phase: str) -> None:
+    state = DEFINITION["States"][name]
+    params = state["Parameters"]
+    assert params["action"] == "check" and params["phase"] == phase
+    assert params["files.$"] == "$.files" and params["unsupported.$"] == "$.unsupported"
+    assert params["execution_name.$"] == "$.execution_name"
+    assert state["ResultPath"] == "$.check"
+    assert [c["ErrorEquals"] for c in state["Catch"]] == [["JobNoLongerActive"], ["States.ALL"]]
 
 
 # --- graph -------------------------------------------------------------------------------------
@@ -349,7 +401,7 @@ def test_drop_files_keeps_only_what_later_states_read() -> None:
     kept = {key.removesuffix(".$") for key in DEFINITION["States"]["DropFiles"]["Parameters"]}
     assert kept == {
         "job_id", "started_at", "execution_name", "bucket", "output_bucket",
-        "detect_results", "unsupported", "redaction_mode", "trace",
+        "files", "unsupported", "redaction_mode", "trace",
     }  # fmt: skip
 
 
@@ -362,7 +414,7 @@ def test_maps_run_two_files_at_a_time_and_carry_the_trace() -> None:
         assert state["ItemSelector"]["trace.$"] == "$.trace"
         assert state["ItemProcessor"]["ProcessorConfig"] == {"Mode": "INLINE"}
     assert maps["DetectPII"]["ItemsPath"] == "$.files"
-    assert maps["RedactPII"]["ItemsPath"] == "$.detect_results"
+    assert maps["RedactPII"]["ItemsPath"] == "$.files"
     assert maps["RedactPII"]["ItemSelector"]["mapping_s3_key.$"] == "$.mapping.mapping_s3_key"
 
 

@@ -30,19 +30,21 @@ from sandbox.template import (
 REGIONS = ["us-east-1", "eu-west-1"]
 ASL_PATH = PROJECT_ROOT / "pipeline" / "statemachine" / "pipeline.asl.json"
 
+# Each function's handler module: the pipeline's in pipeline/handlers/, the sidecar's in monitors/.
 HANDLERS = {
-    "IngestFunction": "ingest",
-    "RouterFunction": "router",
-    "BatchTriggerFunction": "batch_trigger",
-    "WorkflowTrackerFunction": "workflow_tracker",
-    "DetectFunction": "detect",
-    "GenerateSyntheticFunction": "generate_synthetic",
-    "RedactFunction": "redact",
-    "FinalizeFunction": "finalize",
+    "IngestFunction": "pipeline.handlers.ingest",
+    "RouterFunction": "pipeline.handlers.router",
+    "BatchTriggerFunction": "pipeline.handlers.batch_trigger",
+    "WorkflowTrackerFunction": "pipeline.handlers.workflow_tracker",
+    "DetectFunction": "pipeline.handlers.detect",
+    "GenerateSyntheticFunction": "pipeline.handlers.generate_synthetic",
+    "RedactFunction": "pipeline.handlers.redact",
+    "FinalizeFunction": "pipeline.handlers.finalize",
+    "ReconcilerFunction": "monitors.reconcile.handler",
 }
 # Functions that know the state machine; the task functions must not (the state machine
 # depends on them: a reference back is a circular dependency).
-STATE_MACHINE_CLIENTS = {"RouterFunction", "BatchTriggerFunction", "WorkflowTrackerFunction"}
+STATE_MACHINE_CLIENTS = {"RouterFunction", "BatchTriggerFunction", "WorkflowTrackerFunction", "ReconcilerFunction"}
 SHARED_ENV = {
     "TRACKING_TABLE", "COORDINATION_TABLE", "INPUT_BUCKET", "OUTPUT_BUCKET", "MAIN_QUEUE_URL",
     "PROCESSING_MODE", "MAX_CONCURRENT_WORKFLOWS", "JOB_FOLDER_DEPTH", "REDACTION_MODE",
@@ -217,7 +219,7 @@ def test_transform_produces_the_expected_resources(cfn: dict[str, Any]) -> None:
     assert counts["AWS::IAM::Role"] == len(HANDLERS) + 1
     assert counts["AWS::StepFunctions::StateMachine"] == 1
     assert counts["AWS::Lambda::EventSourceMapping"] == 1
-    assert counts["AWS::Events::Rule"] == 3
+    assert counts["AWS::Events::Rule"] == 4  # S3 objects, execution status, batch and reconcile schedules
     assert counts["AWS::SQS::Queue"] == 4
     assert counts["AWS::DynamoDB::Table"] == 2
     assert counts["AWS::S3::Bucket"] == 2
@@ -239,9 +241,8 @@ def test_functions_run_python_3_12_with_the_fixed_handler_modules(cfn: dict[str,
     assert set(functions) == set(HANDLERS)
     for logical_id, function in functions.items():
         handler = function["Properties"]["Handler"]
-        assert re.fullmatch(r"pipeline\.handlers\.[a-z_]+\.handler", handler), handler
-        # the module is the file pipeline/handlers/<name>.py
-        assert handler == f"pipeline.handlers.{HANDLERS[logical_id]}.handler"
+        assert handler == f"{HANDLERS[logical_id]}.handler"
+        assert (PROJECT_ROOT / (HANDLERS[logical_id].replace(".", "/") + ".py")).is_file(), handler
         assert function["Properties"]["Runtime"] == "python3.12"
 
 
@@ -401,10 +402,22 @@ def test_managed_policies_are_only_the_lambda_service_roles(cfn: dict[str, Any])
             assert managed == [BASIC_EXECUTION], logical_id
 
 
-def test_finalize_has_no_data_plane_permissions(cfn: dict[str, Any]) -> None:
+def test_finalize_reaches_only_the_run_record_and_the_working_prefix(cfn: dict[str, Any]) -> None:
+    """Finalize writes statuses and the account on run records and reads/writes per-file results
+    under the output bucket's `_pipeops/` prefix: nothing else (no input files, no outputs)."""
     role = cfn["Resources"]["FinalizeFunctionRole"]["Properties"]
-    assert role.get("Policies", []) == []
     assert role["ManagedPolicyArns"] == [BASIC_EXECUTION]
+    granted = {
+        (tuple(as_list(statement["Action"])), json.dumps(statement["Resource"], sort_keys=True))
+        for statement in allow_statements(cfn["Resources"]["FinalizeFunctionRole"])
+        if "kms:" not in json.dumps(statement["Action"])  # KMS only with a customer key (HasKmsKey)
+    }
+    assert granted == {
+        (("dynamodb:UpdateItem",), json.dumps({"Fn::GetAtt": ["TrackingTable", "Arn"]})),
+        (("s3:GetObject", "s3:PutObject"), json.dumps({"Fn::Sub": "${OutputBucket.Arn}/_pipeops/*"})),
+        # a missing result reads as NoSuchKey (not 403) only with ListBucket on the bucket
+        (("s3:ListBucket",), json.dumps({"Fn::GetAtt": ["OutputBucket", "Arn"]})),
+    }
 
 
 def test_state_machine_may_invoke_exactly_its_task_functions(cfn: dict[str, Any]) -> None:
