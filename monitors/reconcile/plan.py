@@ -8,8 +8,9 @@ router, the tracker or another reconciler loses the race instead of corrupting s
 The rules, in the order their actions are applied:
 - count_mismatch: `active_count` differs from its own holders (one consistent read) -> set the
   count to the holders, conditional on the version read. Never subject to the implausible guard.
-- leaked_slot: a holder whose execution has ended -> release it (conditional on its acquire
-  time); a failed execution's run that is still active is marked FAILED with its error and cause.
+- leaked_slot: a holder whose execution ended more than the grace ago (the tracker acts first on
+  a fresh end) -> release it (conditional on its acquire time); a failed execution's run that is
+  still active is marked FAILED with its error and cause.
 - slot_without_execution: a holder with no execution, older than the grace -> release it; its run,
   if still IN_PROGRESS with no execution, is announced again so that the router starts it (no file
   is lost). Younger than the grace: nothing (a router may be between admission and start).
@@ -46,7 +47,10 @@ MAX_CAUSE_CHARS = 1000
 
 def plan(observation: Observation) -> Plan:
     settings = observation.settings
-    now = observation.taken_at
+    # Ages are counted up to the semaphore read, which precedes every DescribeExecution: "no execution"
+    # rules out a router only if it was already dead (older than its timeout) when it was described.
+    # Counted up to the end of a slow observation, a router alive at its describe could start after it.
+    now = observation.semaphore_read_at
     findings: list[Finding] = []
     actions: list[Action] = []
 
@@ -81,6 +85,8 @@ def plan(observation: Observation) -> Plan:
         if outcome is None or outcome.status is ExecutionStatus.RUNNING:
             continue  # not described, or it started after the listing: nothing is wrong
         run = runs.get(holder.name)
+        if outcome.exists and not _ended_before_grace(outcome, now, settings.grace_seconds):
+            continue  # just ended: its status event is on the way, and the tracker releases first
         if outcome.exists:
             status = outcome.status.value if outcome.status else "?"
             findings.append(Finding(FindingKind.LEAKED_SLOT, holder.name, f"its execution ended {status}"))
@@ -122,6 +128,8 @@ def plan(observation: Observation) -> Plan:
             continue
         outcome = observation.described.get(run.execution_name)
         if outcome is None or outcome.status is ExecutionStatus.RUNNING:
+            continue
+        if outcome.exists and not _ended_before_grace(outcome, now, settings.grace_seconds):
             continue
         stuck = _stuck_run_action(run, outcome, now, settings.grace_seconds)
         if stuck is not None:
@@ -181,6 +189,12 @@ def _reannounce(run: ActiveRun, reason: str) -> Action:
 
 def _run_target(run: ActiveRun) -> str:
     return f"{run.job_id}@{run.started_at}"
+
+
+def _ended_before_grace(outcome: ExecutionOutcome, now: datetime, grace: float) -> bool:
+    """The tracker is the first to act on an ended execution; the reconciler is its backstop and
+    does not race it: an execution that ended within the grace is left to its status event."""
+    return outcome.stopped_at is None or _age(now, outcome.stopped_at) > grace
 
 
 def _age(now: datetime, since: datetime) -> float:

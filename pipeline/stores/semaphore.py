@@ -15,7 +15,7 @@ of these is one TransactWriteItems over the semaphore item and a *guard* item th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -34,6 +34,9 @@ _ACQUIRE_CONDITION = "attribute_not_exists(#h) AND (attribute_not_exists(active_
 _RELEASE_UPDATE = "REMOVE #h ADD active_count :minus, version :one"
 _RELEASE_CONDITION = "attribute_exists(#h) AND active_count > :zero"
 _RELEASE_AT_FLOOR_UPDATE = "REMOVE #h ADD version :one"
+_RELEASE_AT_FLOOR_CONDITION = "attribute_exists(#h) AND (attribute_not_exists(active_count) OR active_count <= :zero)"
+# A release's two calls are retried while a write between them moved the count (see release).
+RELEASE_ROUNDS = 3
 
 
 class AcquireResult(StrEnum):
@@ -149,20 +152,29 @@ class Semaphore:
         return AcquireResult.ACQUIRED
 
     def release(self, holder: str) -> ReleaseResult:
-        try:
-            self._client.update_item(**self._release_update(holder))
-            return ReleaseResult.RELEASED
-        except Exception as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-        # Either not held (a duplicate release) or held while the count already drifted to zero:
-        # then drop the holder without taking the count below zero.
-        try:
-            self._client.update_item(**self._release_update(holder, at_floor=True))
-            return ReleaseResult.RELEASED
-        except Exception as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        return self._release_with_floor(holder, self._release_update, lambda held: held is not None)
+
+    def _release_with_floor(
+        self, holder: str, build: Callable[..., dict[str, Any]], ours: Callable[[Mapping[str, Any] | None], bool]
+    ) -> ReleaseResult:
+        """Drop `holder` and uncount it; at a count that drifted to zero, drop it without a unit.
+
+        Two conditional calls, so a write may land between them (an acquire raises the count): the
+        floor call therefore holds only while the count is still at the floor, and while the old
+        item (ALL_OLD) still shows the holder the pair is tried again. Never leaves the count off
+        its holders by this race.
+        """
+        for _ in range(RELEASE_ROUNDS):
+            for at_floor in (False, True):
+                try:
+                    self._client.update_item(**build(holder, at_floor=at_floor), ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                    return ReleaseResult.RELEASED
+                except Exception as exc:
+                    if error_code(exc) != "ConditionalCheckFailedException":
+                        raise
+                    old = getattr(exc, "response", {}).get("Item") or {}
+            if not ours(old.get(HOLDER_PREFIX + holder)):
+                return ReleaseResult.NOT_HELD  # a duplicate release (or, observed, a re-stamped holder)
         return ReleaseResult.NOT_HELD
 
     def read(self) -> SemaphoreState:
@@ -177,19 +189,14 @@ class Semaphore:
         A router that adopted the slot since re-stamps it, and a holder released and taken again
         has a new time: either makes this a lost race (NOT_HELD), never a wrong release.
         """
-        for at_floor in (False, True):
-            update = self._release_update(holder, at_floor=at_floor)
-            update["ConditionExpression"] = update["ConditionExpression"].replace(
-                "attribute_exists(#h)", "#h = :seen"
-            )
+
+        def observed(name: str, *, at_floor: bool) -> dict[str, Any]:
+            update = self._release_update(name, at_floor=at_floor)
+            update["ConditionExpression"] = update["ConditionExpression"].replace("attribute_exists(#h)", "#h = :seen")
             update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], ":seen": {"S": acquired_at}}
-            try:
-                self._client.update_item(**update)
-                return ReleaseResult.RELEASED
-            except Exception as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-        return ReleaseResult.NOT_HELD
+            return update
+
+        return self._release_with_floor(holder, observed, lambda held: held == {"S": acquired_at})
 
     def set_count(self, active_count: int, expected_version: int) -> bool:
         """Set `active_count` (to the number of holders) if nothing wrote the item since it was read.
@@ -248,10 +255,14 @@ class Semaphore:
         Same floor as `release`: a count that drifted to zero loses the holder, not a unit.
         DONE, NOT_HELD, GUARD_REFUSED or CONFLICT.
         """
-        outcome = self._joint(self._release_update(holder), guard, holder, acquiring=False)
-        if outcome is not JointWrite.NOT_HELD:
-            return outcome
-        return self._joint(self._release_update(holder, at_floor=True), guard, holder, acquiring=False)
+        for _ in range(RELEASE_ROUNDS):
+            for at_floor in (False, True):
+                outcome = self._joint(self._release_update(holder, at_floor=at_floor), guard, holder, acquiring=False)
+                if outcome is not JointWrite.NOT_HELD:
+                    return outcome
+            if holder not in self.read().holders:  # the count moved between the two, not the holder
+                return JointWrite.NOT_HELD
+        return JointWrite.NOT_HELD
 
     # -- building blocks ------------------------------------------------------------------------
 
@@ -272,8 +283,8 @@ class Semaphore:
 
     def _release_update(self, holder: str, *, at_floor: bool = False) -> dict[str, Any]:
         if at_floor:
-            update, condition = _RELEASE_AT_FLOOR_UPDATE, "attribute_exists(#h)"
-            values = {":one": {"N": "1"}}
+            update, condition = _RELEASE_AT_FLOOR_UPDATE, _RELEASE_AT_FLOOR_CONDITION
+            values = {":one": {"N": "1"}, ":zero": {"N": "0"}}
         else:
             update, condition = _RELEASE_UPDATE, _RELEASE_CONDITION
             values = {":minus": {"N": "-1"}, ":one": {"N": "1"}, ":zero": {"N": "0"}}

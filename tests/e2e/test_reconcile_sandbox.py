@@ -18,6 +18,12 @@ from pipeops.cli import app
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture
+def sandbox(make_sandbox: Any) -> Any:
+    """The scheduled reconciler is held off (a day between runs) so that each test sees its drift."""
+    return make_sandbox(ReconcileSchedule="rate(1 day)")
+
+
 def reconcile(*args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["reconcile", "--json", *args])
     assert result.exit_code in (0, 1), result.output
@@ -86,11 +92,13 @@ def test_a_lost_status_event_leaks_a_slot_that_reconcile_releases(sandbox: Any) 
     assert run.status is JobStatus.COMPLETE
     assert set(semaphore(sandbox).read().holders) == {run.run.execution_name}
 
-    code, dry = reconcile()
+    code, fresh = reconcile()  # it just ended: the tracker is given the grace period to act first
+    assert code == 0 and fresh["findings"] == []
+    code, dry = reconcile("--grace-seconds", "0")
     assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [("leaked_slot", run.run.execution_name)]
     assert set(semaphore(sandbox).read().holders) == {run.run.execution_name}
 
-    code, applied = reconcile("--apply")
+    code, applied = reconcile("--apply", "--grace-seconds", "0")
     assert code == 0 and [a["kind"] for a in applied["actions"]] == ["release_holder"]
     state = semaphore(sandbox).read()
     assert state.holders == {} and state.active_count == 0
@@ -146,3 +154,21 @@ def test_a_router_that_died_after_admission_with_its_message_lost_is_started_aga
     assert semaphore(sandbox).read().holders == {}
     code, again = reconcile("--apply", "--grace-seconds", "0")
     assert code == 0 and again["findings"] == []
+
+
+def test_the_scheduled_reconciler_repairs_the_stall_on_its_own(make_sandbox: Any) -> None:
+    sandbox = make_sandbox()  # the template's schedule: every 5 minutes, 15 s at the sandbox's time scale
+    sandbox.client("dynamodb").update_item(
+        TableName=sandbox.outputs["CoordinationTableName"],
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :n ADD version :one",
+        ExpressionAttributeValues={":n": {"N": "10"}, ":one": {"N": "1"}},
+    )
+    import time
+
+    deadline = time.monotonic() + 120
+    while semaphore(sandbox).read().active_count and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert semaphore(sandbox).read().active_count == 0
+    [audit] = audits(sandbox)
+    assert audit["action"]["S"] == "set_count" and audit["by"]["S"].endswith(sandbox.outputs["ReconcilerFunctionName"])

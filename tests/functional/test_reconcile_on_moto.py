@@ -4,6 +4,7 @@ every write conditional on what was observed."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -66,11 +67,18 @@ def start_execution(world: dict[str, Any], run: RunRef) -> str:
     )["executionArn"]
 
 
+def later(world: dict[str, Any], minutes: int = 5) -> None:
+    """Move the reconciler's clock on: an execution that ended a moment ago is the tracker's first."""
+    world["reconciler"] = replace(world["reconciler"], clock=lambda: datetime.now(UTC) + timedelta(minutes=minutes))
+
+
 def test_a_leaked_slot_dry_run_then_apply_then_nothing_to_do(world) -> None:
     semaphore: Semaphore = world["reconciler"].semaphore
     run = started_run(world, "claims/")
     semaphore.acquire(run.execution_name, format_timestamp(LONG_AGO), 4)
     world["sfn"].stop_execution(executionArn=start_execution(world, run))  # ended; the tracker never heard
+    assert reconcile(world["reconciler"], apply=False).plan.clean  # just ended: left to the tracker
+    later(world)
 
     dry = reconcile(world["reconciler"], apply=False)
     assert [f.kind.value for f in dry.plan.findings] == ["leaked_slot"]
@@ -153,8 +161,12 @@ def test_a_count_repair_on_a_changed_item_is_a_lost_race(world) -> None:
     assert semaphore.read().active_count == 2
 
 
-def test_the_lambda_applies_on_schedule_plans_on_demand_and_emits_every_metric(world, lambda_context, capsys) -> None:
+def test_the_lambda_applies_on_schedule_plans_on_demand_and_emits_every_metric(
+    world, lambda_context, capsys, monkeypatch
+) -> None:
     from monitors.reconcile import handler as reconciler_lambda
+
+    monkeypatch.setenv("RECONCILE_GRACE_SECONDS", "0")
 
     run = started_run(world, "lambda/")
     world["reconciler"].semaphore.acquire(run.execution_name, format_timestamp(LONG_AGO), 4)

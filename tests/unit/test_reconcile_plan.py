@@ -89,6 +89,13 @@ def test_a_holder_whose_execution_succeeded_is_released_and_its_run_left_to_the_
     assert actions(leaked) == [("release_holder", "a")]
 
 
+def test_an_execution_that_just_ended_is_left_to_the_tracker() -> None:
+    just = replace(ended("a", ExecutionStatus.SUCCEEDED), stopped_at=JUST_NOW)
+    assert plan(replace(HEALTHY, running=(running("b"),), described={"a": just})).clean
+    ended_long_ago = replace(just, stopped_at=LONG_AGO)
+    assert kinds(replace(HEALTHY, running=(running("b"),), described={"a": ended_long_ago})) == ["leaked_slot"]
+
+
 def test_an_execution_that_started_after_the_listing_is_not_a_leak() -> None:
     late = replace(HEALTHY, running=(running("b"),), described={"a": ended("a", ExecutionStatus.RUNNING)})
     assert plan(late).clean

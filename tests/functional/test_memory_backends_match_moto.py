@@ -1,0 +1,145 @@
+"""The in-memory backends of the property tests (tests/property/memory.py) behave as the real
+stores do on moto: the same scenario, run against both, gives the same results and leaves the same
+state (counts, holders, their stamps, versions, run statuses). This pins the fake to the real."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from pipeline.jobs import RunRef, format_timestamp
+from pipeline.status import JobStatus
+from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.tracking import TrackingStore
+from tests.property.memory import MemorySemaphore, MemoryTrackingStore
+
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+T = [format_timestamp(NOW + timedelta(seconds=s)) for s in range(10)]
+RUN = RunRef("claims/", format_timestamp(NOW))
+OTHER = RunRef("invoices/", format_timestamp(NOW))
+
+
+def semaphore_scenario(sem: Any) -> list[Any]:
+    """Acquire to the max, release_observed with a stale and the right stamp, set_count with a
+    stale and the current version, releases with a drifted count (the floor)."""
+    seen: list[Any] = [sem.read()]
+
+    def step(outcome: Any) -> None:
+        seen.append((outcome, sem.read()))
+
+    step(sem.set_count(0, 3))  # no item yet: a stale version
+    step(sem.acquire("a", T[1], 2))
+    step(sem.acquire("a", T[2], 2))  # held: nothing changes, not even the stamp
+    step(sem.acquire("b", T[2], 2))
+    step(sem.acquire("c", T[3], 2))  # at capacity
+    step(sem.release_observed("a", T[9]))  # a stamp it never had
+    step(sem.release_observed("a", T[1]))
+    step(sem.release_observed("a", T[1]))  # released already
+    stale = sem.read().version - 1
+    step(sem.set_count(5, stale))
+    step(sem.set_count(5, sem.read().version))  # drifted up
+    step(sem.release("b"))  # 5 -> 4, the holder gone
+    step(sem.release("b"))
+    step(sem.acquire("d", T[4], 2))  # 4 >= max with no holder (the stall): at capacity...
+    step(sem.set_count(0, sem.read().version))  # ...until the count is repaired
+    step(sem.acquire("d", T[4], 2))
+    step(sem.set_count(0, sem.read().version))  # drifted to 0 with a holder
+    step(sem.release_observed("d", T[4]))  # at the floor: the holder goes, the count stays 0
+    step(sem.acquire("e", T[5], 2))
+    step(sem.set_count(0, sem.read().version))
+    step(sem.release("e"))  # the floor again, by holder
+    step(sem.set_count(0, 0))  # version 0 expected, the item has a version: refused
+    return seen
+
+
+def joint_scenario(sem: Any, store: Any) -> list[Any]:
+    """admit / adopt / release_if with the run's guards, as the router uses them."""
+    seen: list[Any] = []
+
+    def step(outcome: Any) -> None:
+        record = store.get_run(RUN)
+        seen.append((outcome, sem.read(), (record.status, record.updated_at, record.execution_arn)))
+
+    at = [NOW + timedelta(seconds=s) for s in range(10)]
+    store.create_run(RUN, ["claims/a.txt"], "in", at[0])
+    store.create_run(OTHER, ["invoices/a.txt"], "in", at[0])
+    step(sem.admit("n", T[1], 1, store.admission_item(RUN, at[1], "tok1", expected_status=JobStatus.QUEUED)))
+    step(sem.admit("n", T[2], 1, store.admission_item(RUN, at[2], "tok2", expected_status=JobStatus.QUEUED)))  # run moved
+    step(sem.admit("m", T[2], 1, store.admission_item(OTHER, at[2], "tok3", expected_status=JobStatus.QUEUED)))  # full
+    step(sem.admit("n", T[3], 1, store.admission_item(RUN, at[3], "tok2", expected_status=JobStatus.IN_PROGRESS)))  # held
+    step(sem.adopt("n", T[3], store.admission_item(RUN, at[3], "tok2", expected_status=JobStatus.IN_PROGRESS)))
+    step(sem.adopt("x", T[3], store.admission_item(RUN, at[4], "tok4", expected_status=JobStatus.IN_PROGRESS)))  # not held
+    step(sem.release_if("n", store.admitted_by_item(RUN, "tok1")))  # fenced: tok2 carried on since
+    step(sem.set_count(0, sem.read().version))  # drifted to 0 with the holder
+    step(sem.release_if("n", store.admitted_by_item(RUN, "tok2")))  # the floor
+    step(sem.release_if("n", store.admitted_by_item(RUN, "tok2")))  # not held any more
+    step(sem.admit("n", T[5], 1, store.admission_item(RUN, at[5], "tok5", expected_status=JobStatus.IN_PROGRESS)))
+    store.record_execution(RUN, "arn:aws:states:us-east-1:123456789012:execution:sm:n", [])
+    step(sem.release_if("n", store.admitted_by_item(RUN, "tok5")))  # an ARN is recorded: refused
+    step(sem.adopt("n", T[6], store.admission_item(RUN, at[6], "tok6", expected_status=JobStatus.IN_PROGRESS)))
+    stale = store.get_run(RUN).updated_at
+    step(store.transition(RUN, JobStatus.DETECTING, at[7]) is not None)
+    step(store.transition(RUN, JobStatus.FAILED, at[8], expected_status=JobStatus.DETECTING, expected_updated_at=stale))
+    current = store.get_run(RUN).updated_at
+    step(store.transition(RUN, JobStatus.FAILED, at[8], expected_status=JobStatus.DETECTING, expected_updated_at=current) is not None)
+    step(store.transition(RUN, JobStatus.DETECTING, at[9]))  # terminal stays terminal
+    return seen
+
+
+@pytest.fixture
+def real(resources) -> tuple[Semaphore, TrackingStore]:
+    ddb = resources.client("dynamodb")
+    return Semaphore(resources.coordination_table, ddb), TrackingStore(resources.tracking_table, ddb)
+
+
+def test_the_semaphore_scenario_gives_the_same_results_and_states(real) -> None:
+    expected, got = semaphore_scenario(real[0]), semaphore_scenario(MemorySemaphore())
+    assert got == expected
+    assert expected[-1][1].active_count == 0 and expected[-1][1].holders == {}  # (the scenario ran through)
+
+
+def test_the_joint_writes_give_the_same_results_and_states(real) -> None:
+    expected, got = joint_scenario(*real), joint_scenario(MemorySemaphore(), MemoryTrackingStore())
+    assert got == expected
+
+
+# -- a release is two calls: what happens when a write lands between them ---------------------------
+
+
+class _WriteBetween:
+    """A DynamoDB client that makes `write()` just before its n-th update_item call (1-based)."""
+
+    def __init__(self, client: Any, n: int, write: Any) -> None:
+        self._client, self._n, self._write, self._calls = client, n, write, 0
+
+    def update_item(self, **request: Any) -> Any:
+        self._calls += 1
+        if self._calls == self._n:
+            self._write()
+        return self._client.update_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def race_release_with_acquire(real: Semaphore | None) -> tuple[Any, Any]:
+    """release("a") while "a" is not held; an acquire of "a" lands between its two calls (a
+    duplicated status event's tracker, and a router admitting the name again)."""
+    if real is not None:
+        other = real
+        racing = Semaphore(real._table, _WriteBetween(real._client, 2, lambda: other.acquire("a", T[1], 2)))
+        return racing.release("a"), real.read()
+    memory = MemorySemaphore()
+    memory.hook = lambda label: memory.acquire("a", T[1], 2) if label == "semaphore.release a (floor)" else None
+    return memory.release("a"), memory.state()
+
+
+def test_the_fake_has_the_real_release_s_two_calls(real) -> None:
+    assert race_release_with_acquire(None) == race_release_with_acquire(real[0])
+
+
+def test_a_release_racing_an_acquire_leaves_the_count_equal_to_its_holders(real) -> None:
+    _, state = race_release_with_acquire(real[0])
+    assert state.active_count == len(state.holders)

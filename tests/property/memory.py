@@ -1,0 +1,471 @@
+"""In-memory stand-ins for the semaphore, the executions and the tracking stores (tests only).
+
+Each class has the interface of its real store (`pipeline.stores.semaphore.Semaphore`,
+`pipeline.stores.executions.ExecutionsStore`, `pipeline.stores.tracking.TrackingStore`) for the
+methods the reconciler, the router and the tracker call, and the same conditional semantics as
+the DynamoDB / Step Functions calls behind them: every semaphore write bumps `version`, a failed
+condition writes nothing, a joint write (admit / adopt / release_if) applies both halves or
+neither, and a method that is two calls in the real store (release: first with the count, then
+at the floor) is two steps here too. `tests/functional/test_memory_backends_match_moto.py` pins
+the semaphore and the admission guards to the real stores on moto.
+
+Every backend calls `hook(label)` right before each operation that is one AWS call in the real
+store. A test passes a hook that suspends the calling process there, so another process (a
+router, a tracker, a reconciler) can act between any two of its calls: the granularity at which
+races happen in the real system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+from pipeline.jobs import RunRef, execution_arn, format_timestamp
+from pipeline.status import ACTIVE_STATUSES, ExecutionStatus, JobStatus, allowed_predecessors
+from pipeline.stores.executions import ExecutionOutcome, RunningExecution
+from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
+from pipeline.stores.tracking import RunRecord, empty_failed_files
+
+Hook = Callable[[str], None]
+# (operation, holder, the holder's stamp before the write) after a semaphore write that changed the
+# item: "acquire", "admit", "adopt", "release", "release_observed", "release_if", "set_count" (holder
+# ""). Not called for `hand_edit`. For the test's invariant checks.
+Listener = Callable[[str, str, "str | None"], None]
+
+
+def no_hook(label: str) -> None:
+    """The default hook: run straight through."""
+
+
+def client_error(code: str, status: int = 400, operation: str = "Call") -> ClientError:
+    """A botocore ClientError as AWS answers it (error_code() and the HTTP status both read)."""
+    return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation)
+
+
+# -- the semaphore ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryGuard:
+    """The run's half of a joint write: a condition and, if both halves hold, a write."""
+
+    check: Callable[[], bool]
+    apply: Callable[[], None] = lambda: None
+
+
+
+
+
+class MemorySemaphore:
+    """One semaphore item: `active_count`, `version` (None: attribute absent) and the holders."""
+
+    def __init__(self, hook: Hook = no_hook, listener: Listener | None = None) -> None:
+        self.active_count: int | None = None
+        self.version: int | None = None
+        self.holders: dict[str, str] = {}
+        self.hook = hook
+        self.listener = listener
+
+    # -- conditions and writes, as the real expressions say them --------------------------------
+
+    def _can_acquire(self, holder: str, max_slots: int) -> bool:
+        # attribute_not_exists(#h) AND (attribute_not_exists(active_count) OR active_count < :max)
+        return holder not in self.holders and (self.active_count is None or self.active_count < max_slots)
+
+    def _acquire(self, holder: str, acquired_at: str) -> None:
+        # SET #h = :now ADD active_count :one, version :one
+        self.holders[holder] = acquired_at
+        self.active_count = (self.active_count or 0) + 1
+        self._bump()
+
+    def _can_release(self, holder: str, *, at_floor: bool, seen: str | None = None) -> bool:
+        # attribute_exists(#h) [or #h = :seen] AND active_count > :zero, or at the floor:
+        # ... AND (attribute_not_exists(active_count) OR active_count <= :zero)
+        present = holder in self.holders and (seen is None or self.holders[holder] == seen)
+        if at_floor:
+            return present and (self.active_count is None or self.active_count <= 0)
+        return present and self.active_count is not None and self.active_count > 0
+
+    def _ours(self, holder: str, seen: str | None = None) -> bool:
+        """What the ALL_OLD item (or a read) says after a failed pair: is the holder still to release?"""
+        return holder in self.holders and (seen is None or self.holders[holder] == seen)
+
+    def _release(self, holder: str, *, at_floor: bool) -> None:
+        # REMOVE #h ADD active_count :minus, version :one  |  REMOVE #h ADD version :one
+        del self.holders[holder]
+        if not at_floor:
+            self.active_count = (self.active_count or 0) - 1
+        self._bump()
+
+    def _bump(self) -> None:
+        self.version = (self.version or 0) + 1
+
+    def _tell(self, operation: str, holder: str, before: str | None) -> None:
+        if self.listener is not None:
+            self.listener(operation, holder, before)
+
+    # -- Semaphore's interface ------------------------------------------------------------------
+
+    def acquire(self, holder: str, acquired_at: str, max_slots: int) -> AcquireResult:
+        self.hook(f"semaphore.acquire {holder}")
+        if not self._can_acquire(holder, max_slots):
+            return AcquireResult.ALREADY_HELD if holder in self.holders else AcquireResult.AT_CAPACITY
+        self._acquire(holder, acquired_at)
+        self._tell("acquire", holder, None)
+        return AcquireResult.ACQUIRED
+
+    def release(self, holder: str) -> ReleaseResult:
+        for _ in range(RELEASE_ROUNDS):
+            for at_floor in (False, True):
+                self.hook(f"semaphore.release {holder}" + (" (floor)" if at_floor else ""))
+                if self._can_release(holder, at_floor=at_floor):
+                    before = self.holders[holder]
+                    self._release(holder, at_floor=at_floor)
+                    self._tell("release", holder, before)
+                    return ReleaseResult.RELEASED
+            if not self._ours(holder):
+                return ReleaseResult.NOT_HELD
+        return ReleaseResult.NOT_HELD
+
+    def read(self) -> SemaphoreState:
+        self.hook("semaphore.read")
+        return self.state()
+
+    def release_observed(self, holder: str, acquired_at: str) -> ReleaseResult:
+        for _ in range(RELEASE_ROUNDS):
+            for at_floor in (False, True):
+                self.hook(f"semaphore.release_observed {holder}" + (" (floor)" if at_floor else ""))
+                if self._can_release(holder, at_floor=at_floor, seen=acquired_at):
+                    self._release(holder, at_floor=at_floor)
+                    self._tell("release_observed", holder, acquired_at)
+                    return ReleaseResult.RELEASED
+            if not self._ours(holder, acquired_at):
+                return ReleaseResult.NOT_HELD
+        return ReleaseResult.NOT_HELD
+
+    def set_count(self, active_count: int, expected_version: int) -> bool:
+        self.hook("semaphore.set_count")
+        # "version = :seen", or with 0 seen "attribute_not_exists(version) OR version = :seen"
+        if self.version != expected_version and not (expected_version == 0 and self.version is None):
+            return False
+        self.active_count = active_count
+        self._bump()
+        self._tell("set_count", "", None)
+        return True
+
+    def admit(self, holder: str, acquired_at: str, max_slots: int, guard: MemoryGuard) -> JointWrite:
+        self.hook(f"semaphore.admit {holder}")
+        sem_ok, guard_ok = self._can_acquire(holder, max_slots), guard.check()
+        if not guard_ok:
+            return JointWrite.GUARD_REFUSED
+        if not sem_ok:
+            return JointWrite.ALREADY_HELD if holder in self.holders else JointWrite.AT_CAPACITY
+        self._acquire(holder, acquired_at)
+        guard.apply()
+        self._tell("admit", holder, None)
+        return JointWrite.DONE
+
+    def adopt(self, holder: str, adopted_at: str, guard: MemoryGuard) -> JointWrite:
+        self.hook(f"semaphore.adopt {holder}")
+        sem_ok, guard_ok = holder in self.holders, guard.check()
+        if not guard_ok:
+            return JointWrite.GUARD_REFUSED
+        if not sem_ok:
+            return JointWrite.NOT_HELD
+        before = self.holders[holder]
+        self.holders[holder] = adopted_at  # SET #h = :now ADD version :one
+        self._bump()
+        guard.apply()
+        self._tell("adopt", holder, before)
+        return JointWrite.DONE
+
+    def release_if(self, holder: str, guard: MemoryGuard) -> JointWrite:
+        for _ in range(RELEASE_ROUNDS):
+            for at_floor in (False, True):
+                self.hook(f"semaphore.release_if {holder}" + (" (floor)" if at_floor else ""))
+                sem_ok, guard_ok = self._can_release(holder, at_floor=at_floor), guard.check()
+                if not guard_ok:
+                    return JointWrite.GUARD_REFUSED
+                if sem_ok:
+                    before = self.holders[holder]
+                    self._release(holder, at_floor=at_floor)
+                    guard.apply()
+                    self._tell("release_if", holder, before)
+                    return JointWrite.DONE
+            self.hook(f"semaphore.read (release_if {holder})")
+            if not self._ours(holder):
+                return JointWrite.NOT_HELD
+        return JointWrite.NOT_HELD
+
+    # -- for tests ------------------------------------------------------------------------------
+
+    def state(self) -> SemaphoreState:
+        """What `read()` returns, without the hook."""
+        return SemaphoreState(self.active_count or 0, dict(self.holders), self.version or 0)
+
+    def hand_edit(self, active_count: int, *, bump_version: bool) -> None:
+        """An operator sets `active_count` in the console (holders untouched)."""
+        self.active_count = active_count
+        if bump_version:
+            self._bump()
+
+
+# -- executions ------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryExecution:
+    name: str
+    status: ExecutionStatus
+    started_at: datetime
+    input: str = "{}"
+    stopped_at: datetime | None = None
+    error: str | None = None
+    cause: str | None = None
+
+
+class StartFault:
+    """What the next StartExecution call does instead of simply starting (the test sets it)."""
+
+    REFUSED = "refused"  # a 4xx answer (throttled): nothing started
+    TIMEOUT_STARTED = "timeout_started"  # no answer, but the execution started
+    TIMEOUT_LOST = "timeout_lost"  # no answer, and nothing started
+
+
+class MemoryExecutions:
+    """Executions of one state machine, by name (a name never starts twice, as in Step Functions).
+
+    The ExecutionsStore interface (`running`, `describe`, `stop`, `arn_of`) for the reconciler,
+    and `client`, a boto3-like Step Functions client (`start_execution`, `describe_execution`)
+    for the router.
+    """
+
+    def __init__(
+        self,
+        state_machine_arn: str,
+        clock: Callable[[], datetime],
+        hook: Hook = no_hook,
+        on_start: Callable[[str], None] | None = None,
+    ) -> None:
+        self.state_machine_arn = state_machine_arn
+        self.executions: dict[str, MemoryExecution] = {}
+        self.clock = clock
+        self.hook = hook
+        self.on_start = on_start
+        self.next_fault: str | None = None
+        self.client = _StepFunctionsClient(self)
+
+    def arn_of(self, name: str) -> str:
+        return execution_arn(self.state_machine_arn, name)
+
+    def running(self) -> Iterator[RunningExecution]:
+        self.hook("executions.running")
+        listed = [
+            RunningExecution(e.name, self.arn_of(e.name), e.started_at)
+            for e in self.executions.values()
+            if e.status is ExecutionStatus.RUNNING
+        ]
+        return iter(listed)
+
+    def describe(self, name: str) -> ExecutionOutcome:
+        self.hook(f"executions.describe {name}")
+        execution = self.executions.get(name)
+        if execution is None:
+            return ExecutionOutcome(name, self.arn_of(name), None)
+        return ExecutionOutcome(
+            name=name,
+            arn=self.arn_of(name),
+            status=execution.status,
+            error=execution.error,
+            cause=execution.cause,
+            started_at=execution.started_at,
+            stopped_at=execution.stopped_at,
+        )
+
+    def stop(self, name: str, error: str, cause: str) -> None:
+        self.hook(f"executions.stop {name}")
+        execution = self.executions.get(name)
+        if execution is None:
+            raise client_error("ExecutionDoesNotExist", operation="StopExecution")
+        if execution.status is ExecutionStatus.RUNNING:
+            self.end(name, ExecutionStatus.ABORTED, error=error, cause=cause)
+
+    # -- the world's side -----------------------------------------------------------------------
+
+    def start(self, name: str, input: str = "{}") -> MemoryExecution:
+        """StartExecution succeeding; ExecutionAlreadyExists for a name used before."""
+        if name in self.executions:
+            raise client_error("ExecutionAlreadyExists", operation="StartExecution")
+        execution = MemoryExecution(name, ExecutionStatus.RUNNING, self.clock(), input)
+        self.executions[name] = execution
+        if self.on_start is not None:
+            self.on_start(name)
+        return execution
+
+    def end(self, name: str, status: ExecutionStatus, *, error: str | None = None, cause: str | None = None) -> None:
+        execution = self.executions[name]
+        execution.status, execution.stopped_at = status, self.clock()
+        execution.error, execution.cause = error, cause
+
+
+class _StepFunctionsClient:
+    """The two boto3 Step Functions calls the router makes, over MemoryExecutions."""
+
+    def __init__(self, world: MemoryExecutions) -> None:
+        self._world = world
+
+    def start_execution(self, *, stateMachineArn: str, name: str, input: str = "{}") -> dict[str, Any]:
+        world = self._world
+        world.hook(f"sfn.start_execution {name}")
+        fault, world.next_fault = world.next_fault, None
+        if fault == StartFault.REFUSED:
+            raise client_error("ThrottlingException", 400, "StartExecution")
+        if fault == StartFault.TIMEOUT_LOST:
+            raise ReadTimeoutError(endpoint_url="https://states.example")
+        world.start(name, input)
+        if fault == StartFault.TIMEOUT_STARTED:
+            raise ReadTimeoutError(endpoint_url="https://states.example")
+        return {"executionArn": world.arn_of(name), "startDate": world.executions[name].started_at}
+
+    def describe_execution(self, *, executionArn: str) -> dict[str, Any]:
+        name = executionArn.rsplit(":", 1)[-1]
+        outcome = self._world.describe(name)
+        if outcome.status is None:
+            raise client_error("ExecutionDoesNotExist", 400, "DescribeExecution")
+        found: dict[str, Any] = {"executionArn": executionArn, "status": outcome.status.value, "startDate": outcome.started_at}
+        if outcome.error:
+            found["error"] = outcome.error
+        if outcome.cause:
+            found["cause"] = outcome.cause
+        return found
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    job_id: str
+    started_at: str
+    status: JobStatus
+    updated_at: str
+    files: tuple[str, ...]
+    bucket: str
+    queued_at: str
+    execution_arn: str | None = None
+    admission: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> RunRecord:
+        failed = {**empty_failed_files(), **(self.extra.get("failed_files") or {})}
+        return RunRecord(
+            job_id=self.job_id,
+            started_at=self.started_at,
+            status=self.status,
+            updated_at=self.updated_at,
+            files=self.files,
+            bucket=self.bucket,
+            queued_at=self.queued_at,
+            execution_arn=self.execution_arn,
+            execution_name=RunRef(self.job_id, self.started_at).execution_name,
+            failed_files=failed,
+            error=self.extra.get("error"),
+            cause=self.extra.get("cause"),
+        )
+
+
+class MemoryTrackingStore:
+    """Run items of the tracking table, with the real store's conditions (forward-only status)."""
+
+    def __init__(self, hook: Hook = no_hook, on_transition: Callable[[RunRef, JobStatus], None] | None = None) -> None:
+        self.runs: dict[RunRef, _Run] = {}
+        self.hook = hook
+        self.on_transition = on_transition
+
+    def create_run(
+        self,
+        run: RunRef,
+        files: Sequence[str],
+        bucket: str,
+        now: datetime,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        lead: bool = True,
+    ) -> bool:
+        self.hook(f"tracking.create_run {run.job_id}")
+        if run in self.runs:
+            return False
+        stamp = format_timestamp(now)
+        self.runs[run] = _Run(run.job_id, run.started_at, JobStatus.QUEUED, stamp, tuple(sorted(set(files))), bucket, stamp)
+        return True
+
+    def get_run(self, run: RunRef) -> RunRecord | None:
+        self.hook(f"tracking.get_run {run.job_id}")
+        found = self.runs.get(run)
+        return found.record() if found else None
+
+    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
+        self.hook("tracking.active_runs")
+        statuses = [status] if status else list(ACTIVE_STATUSES)
+        found = [
+            r.record()
+            for wanted in statuses
+            for r in self.runs.values()
+            if r.status is wanted and (updated_before is None or r.updated_at < updated_before)
+        ]
+        return iter(found)
+
+    def transition(
+        self,
+        run: RunRef,
+        target: JobStatus,
+        now: datetime,
+        *,
+        fields: Mapping[str, Any] | None = None,
+        expected_status: JobStatus | None = None,
+        expected_updated_at: str | None = None,
+    ) -> RunRecord | None:
+        self.hook(f"tracking.transition {run.job_id} -> {target.value}")
+        found = self.runs.get(run)
+        allowed = [expected_status] if expected_status else list(allowed_predecessors(target))
+        if found is None or found.status not in allowed:
+            return None
+        if expected_updated_at is not None and found.updated_at != expected_updated_at:
+            return None
+        found.status, found.updated_at = target, format_timestamp(now)
+        found.extra.update(fields or {})
+        if self.on_transition is not None:
+            self.on_transition(run, target)
+        return found.record()
+
+    def record_execution(self, run: RunRef, execution_arn: str, unsupported: Sequence[str]) -> None:
+        self.hook(f"tracking.record_execution {run.job_id}")
+        found = self.runs.get(run)
+        if found is None:  # ConditionExpression attribute_exists(job_id)
+            raise client_error("ConditionalCheckFailedException", 400, "UpdateItem")
+        found.execution_arn = execution_arn  # updated_at untouched, as in the real store
+
+    def clear_pending(self, run: RunRef) -> None:
+        self.hook(f"tracking.clear_pending {run.job_id}")  # no head items here: nothing to clear
+
+    def admission_item(self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus) -> MemoryGuard:
+        def check() -> bool:
+            found = self.runs.get(run)
+            return found is not None and found.status is expected_status and found.execution_arn is None
+
+        def apply() -> None:
+            found = self.runs[run]
+            found.status, found.updated_at, found.admission = JobStatus.IN_PROGRESS, format_timestamp(now), token
+
+        return MemoryGuard(check, apply)
+
+    def admitted_by_item(self, run: RunRef, token: str) -> MemoryGuard:
+        def check() -> bool:
+            found = self.runs.get(run)
+            return found is not None and found.admission == token and found.execution_arn is None
+
+        return MemoryGuard(check)
