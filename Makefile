@@ -18,7 +18,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 # The 2,000-file folder (about 8 minutes on 2 cores): kept out of the default suite.
 test-large: $(STAMP)
