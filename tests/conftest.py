@@ -214,6 +214,15 @@ def emf_totals(stdout: str) -> dict[str, float]:
     return totals
 
 
+def envelope(output: str, kind: str) -> dict[str, Any]:
+    """The CLI's --json envelope. In-process, handlers running at the same moment may print their
+    own log lines into the runner's captured stdout (in a shell the CLI is its own process)."""
+    start = output.index('{\n  "version"')
+    document, _ = json.JSONDecoder().raw_decode(output[start:])
+    assert document["kind"] == kind
+    return document["data"]
+
+
 # -- the embedded sandbox -------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from pipeops.cli import app
+from tests.conftest import envelope
 
 
 def all_commands(group: Any, prefix: str = "") -> dict[str, Any]:
@@ -47,11 +48,11 @@ def test_status_jobs_and_job_show_read_a_sandbox(sandbox) -> None:
     s3.put_object(Bucket=sandbox.outputs["InputBucketName"], Key="claims/a.txt", Body=b"mail bo@corp.example\n")
     assert sandbox.wait_until_idle(60)
     runner = CliRunner()
-    status = json.loads(runner.invoke(app, ["status", "--json"]).output)["data"]
+    status = envelope(runner.invoke(app, ["status", "--json"]).output, "status")
     assert status["active_count"] == 0 and status["jobs_by_status"] == {"COMPLETE": 1}
-    runs = json.loads(runner.invoke(app, ["jobs", "--status", "complete", "--json"]).output)["data"]
+    runs = envelope(runner.invoke(app, ["jobs", "--status", "complete", "--json"]).output, "jobs")
     assert [r["job_id"] for r in runs] == ["claims/"]
-    detail = json.loads(runner.invoke(app, ["job", "show", "claims/", "--json"]).output)["data"]
+    detail = envelope(runner.invoke(app, ["job", "show", "claims/", "--json"]).output, "job")
     assert detail["file_outcomes"] == {"claims/a.txt": "redacted"}
     assert detail["state_path"][0] == "MarkDetecting" and detail["state_path"][-1] == "Done"
     assert {line["function"] for line in detail["log_lines"]} >= {sandbox.outputs["DetectFunctionName"]}

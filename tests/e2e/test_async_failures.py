@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeops.cli import app
+from tests.conftest import envelope
 
 pytestmark = pytest.mark.slow
 PARK_TIMEOUT = 120.0
@@ -38,7 +39,7 @@ def parked(sandbox: Any, output: str) -> list[dict[str, Any]]:
 def status_findings(sandbox: Any) -> set[str]:
     result = CliRunner().invoke(app, ["status", "--json"])
     assert result.exit_code == 0, result.output
-    return {finding["code"] for finding in json.loads(result.output)["data"]["findings"]}
+    return {finding["code"] for finding in envelope(result.output, "status")["findings"]}
 
 
 def test_a_failing_tracker_parks_the_status_event_in_its_dlq(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:

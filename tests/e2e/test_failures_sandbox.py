@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeops.cli import app
+from tests.conftest import envelope
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_failures_names_the_file_key_of_a_detect_task_that_timed_out(
 
     result = CliRunner().invoke(app, ["failures", "--since", "1h", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)["data"]
+    rows = envelope(result.output, "failures")
     detect = [row for row in rows if row["state"] == "DetectFile"]
     assert [(row["file_key"], row["error"], row["recovered"]) for row in detect] == [(slow, "Sandbox.Timedout", False)]
     assert detect[0]["attempts"] > 1  # the first attempt and its retries, one row

@@ -3,7 +3,6 @@ reports it; --apply repairs it and writes an audit record; applying again finds 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
+from tests.conftest import envelope
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +27,13 @@ def sandbox(make_sandbox: Any) -> Any:
 def reconcile(*args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["reconcile", "--json", *args])
     assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.output)["data"]
+    return result.exit_code, envelope(result.output, "reconcile")
 
 
 def status(sandbox: Any) -> dict[str, Any]:
     result = CliRunner().invoke(app, ["status", "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)["data"]
+    return envelope(result.output, "status")
 
 
 def semaphore(sandbox: Any) -> Semaphore:
@@ -172,3 +172,81 @@ def test_the_scheduled_reconciler_repairs_the_stall_on_its_own(make_sandbox: Any
     assert semaphore(sandbox).read().active_count == 0
     [audit] = audits(sandbox)
     assert audit["action"]["S"] == "set_count" and audit["by"]["S"].endswith(sandbox.outputs["ReconcilerFunctionName"])
+
+
+def test_a_run_left_active_after_its_execution_ended_is_marked_from_the_real_outcome(
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """The execution is stopped by hand; its slot is given back but the run is never marked (a
+    tracker that died between its two writes): stuck_run, repaired from DescribeExecution."""
+    import threading
+    import time
+
+    import pipeline.handlers.detect as detect_handler
+
+    released = threading.Event()
+    request.addfinalizer(released.set)
+    real_detect = detect_handler.detect_file
+
+    def detect_blocked(event: Any, *args: Any, **kwargs: Any) -> Any:
+        released.wait(60)
+        return real_detect(event, *args, **kwargs)
+
+    monkeypatch.setattr("pipeline.handlers.detect.detect_file", detect_blocked)
+    rule = sandbox.deployment.resources["WorkflowTrackerFunctionExecutionStatusChange"]
+    sandbox.bus.pause_rule(rule)
+    put(sandbox, "stuck.txt")
+    sfn = sandbox.client("stepfunctions")
+    machine = sandbox.outputs["StateMachineArn"]
+    deadline = time.monotonic() + 60
+    running: list[dict[str, Any]] = []
+    while not running and time.monotonic() < deadline:
+        running = sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")["executions"]
+        time.sleep(0.1)
+    [execution] = running
+    sfn.stop_execution(executionArn=execution["executionArn"], error="Operator", cause="stopped by hand")
+    while sfn.describe_execution(executionArn=execution["executionArn"])["status"] == "RUNNING":
+        time.sleep(0.1)
+    semaphore(sandbox).release(execution["name"])  # the tracker gave the slot back, then died
+    [run] = runs(sandbox)
+    assert run.status.is_active
+
+    code, dry = reconcile("--grace-seconds", "0")
+    assert code == 1 and [f["kind"] for f in dry["findings"]] == ["stuck_run"]
+    assert runs(sandbox)[0].status.is_active
+    code, applied = reconcile("--apply", "--grace-seconds", "0")
+    assert code == 0 and [a["kind"] for a in applied["actions"]] == ["mark_run_failed"]
+    [marked] = runs(sandbox)
+    assert marked.status is JobStatus.FAILED and marked.error
+    assert [a["action"]["S"] for a in audits(sandbox)] == ["mark_run_failed"]
+    code, again = reconcile("--apply", "--grace-seconds", "0")
+    assert code == 0 and again["findings"] == []
+
+
+def test_reconciling_every_second_during_30_jobs_repairs_nothing_that_was_correct(make_sandbox: Any) -> None:
+    """No false repair: with the default grace, a reconcile --apply every second while 30 jobs
+    run through 3 slots applies no action at all, and every file still ends terminal."""
+    import time
+
+    sandbox = make_sandbox(MaxConcurrentWorkflows="3", ReconcileSchedule="rate(1 day)")
+    for index in range(30):
+        put(sandbox, f"job-{index:02d}.txt", f"mail person{index}@corp.example\n".encode())
+    applied_actions: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
+    passes = 0
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        _, report = reconcile("--apply")
+        passes += 1
+        applied_actions += report["actions"]
+        findings += report["findings"]
+        done = runs(sandbox)
+        if len(done) == 30 and all(run.status.is_terminal for run in done) and not report["observed"]["holders"]:
+            break
+        time.sleep(1)
+    assert applied_actions == [] and findings == [], (applied_actions, findings)
+    assert passes > 5
+    assert sorted(run.status.value for run in runs(sandbox)) == ["COMPLETE"] * 30
+    assert sandbox.wait_until_idle(60)
+    state = semaphore(sandbox).read()
+    assert state.active_count == 0 and state.holders == {}
