@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -725,7 +725,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _measuring_args(argv: Sequence[str]) -> list[str]:
+def measuring_args(argv: Iterable[str]) -> list[str]:
     """The arguments that shape the numbers (output-only --json and --out dropped)."""
     kept: list[str] = []
     skip = False
@@ -777,7 +777,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {
         "meta": {
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": " ".join(["python -m bench.e2e", *_measuring_args(sys.argv[1:] if argv is None else argv)]),
+            "command": " ".join(["python -m bench.e2e", *measuring_args(sys.argv[1:] if argv is None else argv)]),
             "files": files,
             "files_per_folder": args.files_per_folder,
             "root_share": args.root_share,

@@ -44,7 +44,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -891,27 +891,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault(name, value)
     os.environ.pop("AWS_ENDPOINT_URL", None)
     words = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python -m bench.reconcile", *_measuring(words)])
+    from bench.e2e import measuring_args
+
+    command = " ".join(["python -m bench.reconcile", *measuring_args(words)])
     results = run(args, command)
     write_section(args.out, results)
     _progress(f"wrote the {SECTION} section of {args.out} in {results['meta']['duration_s']:.0f}s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     return 0
-
-
-def _measuring(argv: Iterable[str]) -> list[str]:
-    """The arguments that shape the numbers (output-only --json and --out dropped)."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in ("--json", "--out"):
-            skip = True
-        elif not arg.startswith(("--json=", "--out=")):
-            kept.append(arg)
-    return kept
 
 
 if __name__ == "__main__":
