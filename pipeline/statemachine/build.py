@@ -69,10 +69,19 @@ WORKFLOW_TIMEOUT_SECONDS = 25 * 60
 MAP_MAX_CONCURRENCY = 2
 
 # --- Retry policy: one for every Task ---------------------------------------------------------
-RETRY_INTERVAL_SECONDS = 10
-RETRY_MAX_ATTEMPTS = 5
-RETRY_BACKOFF_RATE = 2.5
+# The budget of one file must fit well inside the workflow timeout. A task that ran into its own
+# timeout is retried once (a cold start, a slow dependency), not five times: at 120 s a call, five
+# retries of a hanging file cost 12 minutes of a 25-minute run. Other transient errors fail fast
+# (throttling, service faults) and get a short, capped backoff. tests/unit/test_statemachine_definition.py
+# checks the worst case of a file through detect and redact against WORKFLOW_TIMEOUT_SECONDS.
+RETRY_INTERVAL_SECONDS = 2
+RETRY_MAX_ATTEMPTS = 2
+RETRY_BACKOFF_RATE = 2.0
+RETRY_MAX_DELAY_SECONDS = 30
 RETRY_JITTER_STRATEGY = "FULL"  # spreads retries of parallel Map items; moto parses and applies it
+TIMEOUT_RETRY_INTERVAL_SECONDS = 5
+TIMEOUT_RETRY_MAX_ATTEMPTS = 1
+TIMEOUT_ERRORS: tuple[str, ...] = ("Sandbox.Timedout", "States.Timeout")
 
 # Errors of a Lambda task that are transient: Lambda service faults (names as Step Functions
 # reports them, see "Handle Lambda service exceptions" in the Step Functions guide), throttling,
@@ -194,15 +203,29 @@ def placeholder(name: str) -> str:
 
 # --- Building blocks -----------------------------------------------------------------------------
 def _retry(errors: Sequence[str]) -> list[dict[str, Any]]:
-    return [
+    """Timeouts first (Step Functions applies the first retrier that matches), once; the rest briefly."""
+    timeouts = [error for error in errors if error in TIMEOUT_ERRORS]
+    others = [error for error in errors if error not in TIMEOUT_ERRORS]
+    retriers = []
+    if timeouts:
+        retriers.append(
+            {
+                "ErrorEquals": timeouts,
+                "IntervalSeconds": TIMEOUT_RETRY_INTERVAL_SECONDS,
+                "MaxAttempts": TIMEOUT_RETRY_MAX_ATTEMPTS,
+            }
+        )
+    retriers.append(
         {
-            "ErrorEquals": list(errors),
+            "ErrorEquals": others,
             "IntervalSeconds": RETRY_INTERVAL_SECONDS,
             "MaxAttempts": RETRY_MAX_ATTEMPTS,
             "BackoffRate": RETRY_BACKOFF_RATE,
+            "MaxDelaySeconds": RETRY_MAX_DELAY_SECONDS,
             "JitterStrategy": RETRY_JITTER_STRATEGY,
         }
-    ]
+    )
+    return retriers
 
 
 def _catch(errors: Sequence[str], next_state: State, result_path: str = "$.error") -> dict[str, Any]:

@@ -429,7 +429,7 @@ def test_a_task_that_overruns_its_timeout_is_retried_then_recorded(
     sandbox: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     import pipeline.handlers.detect as detect_handler
-    from pipeline.statemachine.build import RETRY_MAX_ATTEMPTS
+    from pipeline.statemachine.build import TIMEOUT_RETRY_MAX_ATTEMPTS
 
     real_detect = detect_handler.detect_file
     slow = "scans/slow.txt"
@@ -455,7 +455,7 @@ def test_a_task_that_overruns_its_timeout_is_retried_then_recorded(
     wait_idle(sandbox)
 
     slow_attempts = [r for r in invocations_of(sandbox, "DetectFunctionName") if marker in r.log_lines]
-    assert len(slow_attempts) == 1 + RETRY_MAX_ATTEMPTS, "first attempt plus every retry"
+    assert len(slow_attempts) == 1 + TIMEOUT_RETRY_MAX_ATTEMPTS, "first attempt plus its one retry"
     assert all(r.timed_out and r.error_type == "Sandbox.Timedout" for r in slow_attempts)
 
     # Under load a sibling may land after the folder's run was frozen and go to the next run.

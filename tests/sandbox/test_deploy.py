@@ -316,18 +316,19 @@ class TestInProcess:
         scaled = deploy("pipeops-fast", time_scale=TimeScale(0.05))
         definition = json.loads(scaled.definition)
         retriers = list(_retriers(definition))
-        assert retriers and all(r["IntervalSeconds"] == 1 for r in retriers)  # 10 s -> moto's minimum
-        assert all(r["MaxAttempts"] == 5 for r in retriers)  # behaviour kept: every attempt happens
-        assert all(r["BackoffRate"] == 1.0 for r in retriers)  # time compressed past the 1 s floor
-        # The 1 s floor makes retries 0.1 of real time: the timeout is scaled by 0.1 too.
-        assert definition["TimeoutSeconds"] == 150
+        assert retriers and all(r["IntervalSeconds"] == 1 for r in retriers)  # 2 s and 5 s -> moto's minimum
+        real_attempts = sorted(r["MaxAttempts"] for r in _retriers(json.loads(deployment.definition)))
+        assert sorted(r["MaxAttempts"] for r in retriers) == real_attempts  # behaviour kept: every attempt
+        assert all(r.get("BackoffRate", 1.0) == 1.0 for r in retriers)  # time compressed past the 1 s floor
+        # The 1 s floor makes the 2 s retries half of real time: the timeout is scaled by 0.5 too.
+        assert definition["TimeoutSeconds"] == 750
         machine = _client("stepfunctions").describe_state_machine(
             stateMachineArn=scaled.outputs["StateMachineArn"]
         )
         assert machine["definition"] == scaled.definition
         real = json.loads(deployment.definition)
         assert real["TimeoutSeconds"] == 1500
-        assert {r["IntervalSeconds"] for r in _retriers(real)} == {10}
+        assert {r["IntervalSeconds"] for r in _retriers(real)} == {2, 5}
 
     def test_resources_moto_skips_are_created_or_reported(self, tmp_path: Path) -> None:
         template = tmp_path / "template.yaml"

@@ -162,12 +162,14 @@ def test_load_definition_refuses_a_missing_substitution() -> None:
 # --- retries and catches -------------------------------------------------------------------------
 @pytest.mark.parametrize(("name", "state"), tasks(), ids=[name for name, _ in tasks()])
 def test_every_task_retries_transient_errors(name: str, state: dict[str, Any]) -> None:
-    [retrier] = state["Retry"]
-    assert retrier["IntervalSeconds"] == 10
-    assert retrier["MaxAttempts"] == 5
-    assert retrier["BackoffRate"] == 2.5
+    *timeouts, retrier = state["Retry"]
+    assert retrier["IntervalSeconds"] == 2 and retrier["MaxAttempts"] == 2
+    assert retrier["BackoffRate"] == 2.0 and retrier["MaxDelaySeconds"] == 30
     assert retrier.get("JitterStrategy", "FULL") == "FULL"
     errors = set(retrier["ErrorEquals"])
+    for timeout in timeouts:  # first, so that it wins: a task that timed out is retried once
+        assert set(timeout["ErrorEquals"]) == {"Sandbox.Timedout", "States.Timeout"} and timeout["MaxAttempts"] == 1
+        errors |= set(timeout["ErrorEquals"])
     if state["Resource"] == DDB_UPDATE:
         assert errors == set(DYNAMODB_TRANSIENT_ERRORS) >= REQUIRED_DYNAMODB_RETRY
     else:
@@ -450,3 +452,34 @@ def test_definition_passes_cfn_lint_state_machine_schema() -> None:
     }
     matches = lint(json.dumps(template), regions=["us-east-1"])
     assert [str(match) for match in matches] == []
+
+
+def worst_case_seconds(retriers: list[dict[str, Any]], call_seconds: float) -> float:
+    """The longest one task can take on one file when every attempt fails after running to the
+    function's timeout: the first call, then each given retrier's attempts and waits."""
+    total = call_seconds
+    for retrier in retriers:
+        interval, rate = retrier.get("IntervalSeconds", 1), retrier.get("BackoffRate", 2.0)
+        cap = retrier.get("MaxDelaySeconds", float("inf"))
+        for attempt in range(retrier.get("MaxAttempts", 3)):
+            total += min(cap, interval * rate**attempt) + call_seconds
+    return total
+
+
+def test_a_files_retry_budget_fits_well_inside_the_workflow_timeout() -> None:
+    """A file that fails on every attempt, each after the full function timeout (120 s), through
+    detect and redact: by timeouts alone, or by transient errors alone, it uses under half of the
+    workflow's 25 minutes; even alternating both (each retrier counts its own attempts), under 70%.
+    (The seed budget -- 10 s x 2.5^n over 5 attempts for any error -- took 22.7 of the 25 minutes.)"""
+    from sandbox.template import load_template
+
+    resources = load_template()["Resources"]
+    by_timeouts = by_transient = mixed = 0.0
+    for state, function in (("DetectFile", "DetectFunction"), ("RedactFile", "RedactFunction")):
+        timeouts, transient = next(s for name, s in all_states() if name == state)["Retry"]
+        call = float(resources[function]["Properties"]["Timeout"])
+        by_timeouts += worst_case_seconds([timeouts], call)
+        by_transient += worst_case_seconds([transient], call)
+        mixed += worst_case_seconds([timeouts, transient], call)
+    assert max(by_timeouts, by_transient) < 0.5 * WORKFLOW_TIMEOUT_SECONDS, (by_timeouts, by_transient)
+    assert mixed < 0.7 * WORKFLOW_TIMEOUT_SECONDS, mixed
