@@ -93,9 +93,11 @@ class Findings:
 class ArtifactStore:
     """Reads inputs and writes outputs and working files, with the configured encryption."""
 
-    def __init__(self, s3: Any, output_bucket: str, kms_key_arn: str = "") -> None:
+    def __init__(self, s3: Any, output_bucket: str, kms_key_arn: str = "", work_bucket: str = "") -> None:
         self._s3 = s3
         self._output = output_bucket
+        # Mappings (secret), findings and results live apart from the redacted outputs.
+        self._work = work_bucket or output_bucket
         self._kms = kms_key_arn
 
     def _encryption(self) -> dict[str, str]:
@@ -126,34 +128,34 @@ class ArtifactStore:
 
     def write_findings(self, execution_name: str, findings: Findings) -> str:
         key = findings_key(execution_name, findings.file_key)
-        self._s3.put_object(Bucket=self._output, Key=key, Body=findings.to_json().encode(), **self._encryption())
+        self._s3.put_object(Bucket=self._work, Key=key, Body=findings.to_json().encode(), **self._encryption())
         return key
 
     def read_findings(self, key: str) -> Findings:
-        return Findings.from_json(self._s3.get_object(Bucket=self._output, Key=key)["Body"].read())
+        return Findings.from_json(self._s3.get_object(Bucket=self._work, Key=key)["Body"].read())
 
     def write_mapping(self, execution_name: str, mapping: dict[str, str]) -> str:
         key = mapping_key(execution_name)
         body = json.dumps(mapping, ensure_ascii=False, sort_keys=True).encode("utf-8")
-        self._s3.put_object(Bucket=self._output, Key=key, Body=body, **self._encryption())
+        self._s3.put_object(Bucket=self._work, Key=key, Body=body, **self._encryption())
         return key
 
     def read_mapping(self, key: str) -> dict[str, str]:
-        return json.loads(self._s3.get_object(Bucket=self._output, Key=key)["Body"].read())
+        return json.loads(self._s3.get_object(Bucket=self._work, Key=key)["Body"].read())
 
     def write_result(self, execution_name: str, phase: str, result: dict[str, Any]) -> str:
         """Store one file's result of one phase (the file key inside names it); returns the key."""
         key = result_key(execution_name, phase, result["file_key"])
         body = json.dumps(result, ensure_ascii=False, sort_keys=True).encode("utf-8")
         self._s3.put_object(
-            Bucket=self._output, Key=key, Body=body, ContentType="application/json", **self._encryption()
+            Bucket=self._work, Key=key, Body=body, ContentType="application/json", **self._encryption()
         )
         return key
 
     def read_result(self, execution_name: str, phase: str, file_key: str) -> dict[str, Any] | None:
         """One file's stored result of one phase; None when there is none (never written)."""
         try:
-            response = self._s3.get_object(Bucket=self._output, Key=result_key(execution_name, phase, file_key))
+            response = self._s3.get_object(Bucket=self._work, Key=result_key(execution_name, phase, file_key))
         except Exception as exc:
             if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None

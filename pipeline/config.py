@@ -17,6 +17,7 @@ ENV_TRACKING_TABLE = "TRACKING_TABLE"
 ENV_COORDINATION_TABLE = "COORDINATION_TABLE"
 ENV_INPUT_BUCKET = "INPUT_BUCKET"
 ENV_OUTPUT_BUCKET = "OUTPUT_BUCKET"
+ENV_WORK_BUCKET = "WORK_BUCKET"
 ENV_MAIN_QUEUE_URL = "MAIN_QUEUE_URL"
 ENV_STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
 ENV_PROCESSING_MODE = "PROCESSING_MODE"
@@ -42,6 +43,7 @@ ALL_ENV_NAMES = (
     ENV_COORDINATION_TABLE,
     ENV_INPUT_BUCKET,
     ENV_OUTPUT_BUCKET,
+    ENV_WORK_BUCKET,
     ENV_MAIN_QUEUE_URL,
     ENV_STATE_MACHINE_ARN,
     ENV_PROCESSING_MODE,
@@ -104,6 +106,7 @@ class Settings:
     coordination_table: str = ""
     input_bucket: str = ""
     output_bucket: str = ""
+    work_bucket: str = ""  # mappings, findings, results: apart from the outputs (empty: the output bucket)
     main_queue_url: str = ""
     state_machine_arn: str = ""
     processing_mode: ProcessingMode = ProcessingMode.REALTIME
@@ -167,6 +170,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> 
         "coordination_table": env.get(ENV_COORDINATION_TABLE, ""),
         "input_bucket": env.get(ENV_INPUT_BUCKET, ""),
         "output_bucket": env.get(ENV_OUTPUT_BUCKET, ""),
+        "work_bucket": env.get(ENV_WORK_BUCKET, ""),
         "main_queue_url": env.get(ENV_MAIN_QUEUE_URL, ""),
         "state_machine_arn": env.get(ENV_STATE_MACHINE_ARN, ""),
         "processing_mode": _enum(env, ENV_PROCESSING_MODE, ProcessingMode, ProcessingMode.REALTIME),

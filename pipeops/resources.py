@@ -44,6 +44,7 @@ class StackResources:
     StateMachineArn: str
     RouterFunctionName: str
     TrackerDeadLetterQueueUrl: str = ""
+    WorkBucketName: str = ""
     IngestDeadLetterQueueUrl: str = ""
     IngestFunctionName: str = ""
     BatchTriggerFunctionName: str = ""

@@ -747,6 +747,7 @@ _BUCKET_PROPERTIES_APPLIED = {
     "OwnershipControls",
     "VersioningConfiguration",
     "NotificationConfiguration",
+    "LifecycleConfiguration",
 }
 
 
@@ -780,6 +781,11 @@ def _correct_buckets(stack: _Stack) -> None:
             status = props["VersioningConfiguration"].get("Status", "Suspended")
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": status})
             applied.append("VersioningConfiguration")
+        if props.get("LifecycleConfiguration"):
+            s3.put_bucket_lifecycle_configuration(
+                Bucket=bucket, LifecycleConfiguration={"Rules": [_lifecycle_rule(r) for r in props["LifecycleConfiguration"]["Rules"]]}
+            )
+            applied.append("LifecycleConfiguration")
         notification = props.get("NotificationConfiguration") or {}
         eventbridge = notification.get("EventBridgeConfiguration", {})
         if str(eventbridge.get("EventBridgeEnabled", "false")).lower() == "true":
@@ -793,6 +799,17 @@ def _correct_buckets(stack: _Stack) -> None:
             stack.skipped[f"{logical}.{key}"] = "ignored by moto's CloudFormation, not applied by the sandbox"
         if applied:
             stack.corrections.append(f"{logical}: set {', '.join(applied)}")
+
+
+def _lifecycle_rule(rule: Mapping[str, Any]) -> dict[str, Any]:
+    """A CloudFormation lifecycle rule in the S3 API's shape (the subset the template uses)."""
+    api: dict[str, Any] = {"ID": rule.get("Id", "rule"), "Status": rule.get("Status", "Enabled"), "Filter": {"Prefix": rule.get("Prefix", "")}}
+    if "ExpirationInDays" in rule:
+        api["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+    if "AbortIncompleteMultipartUpload" in rule:
+        days = int(rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"])
+        api["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": days}
+    return api
 
 
 def _correct_tables(stack: _Stack) -> None:

@@ -52,6 +52,7 @@ class Resources:
 
     input_bucket: str = "pipeops-input"
     output_bucket: str = "pipeops-output"
+    work_bucket: str = "pipeops-work"
     tracking_table: str = "pipeops-tracking"
     coordination_table: str = "pipeops-coordination"
     main_queue_url: str = ""
@@ -85,6 +86,7 @@ def resources(aws: None, monkeypatch: pytest.MonkeyPatch) -> Resources:
     s3 = res.client("s3")
     s3.create_bucket(Bucket=res.input_bucket)
     s3.create_bucket(Bucket=res.output_bucket)
+    s3.create_bucket(Bucket=res.work_bucket)
     sqs = res.client("sqs")
     res.dlq_url = sqs.create_queue(QueueName="pipeops-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=res.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -108,6 +110,7 @@ def resources(aws: None, monkeypatch: pytest.MonkeyPatch) -> Resources:
         config.ENV_COORDINATION_TABLE: res.coordination_table,
         config.ENV_INPUT_BUCKET: res.input_bucket,
         config.ENV_OUTPUT_BUCKET: res.output_bucket,
+        config.ENV_WORK_BUCKET: res.work_bucket,
         config.ENV_MAIN_QUEUE_URL: res.main_queue_url,
         config.ENV_STATE_MACHINE_ARN: res.state_machine_arn,
         config.ENV_MAX_CONCURRENT_WORKFLOWS: "2",

@@ -70,7 +70,7 @@ def job_queue() -> JobQueue:
 @built_once
 def artifacts() -> ArtifactStore:
     current = settings()
-    return ArtifactStore(client("s3"), current.require("output_bucket"), current.kms_key_arn)
+    return ArtifactStore(client("s3"), current.require("output_bucket"), current.kms_key_arn, current.work_bucket)
 
 
 @built_once

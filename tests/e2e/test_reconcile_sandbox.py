@@ -175,49 +175,35 @@ def test_the_scheduled_reconciler_repairs_the_stall_on_its_own(make_sandbox: Any
 
 
 def test_a_run_left_active_after_its_execution_ended_is_marked_from_the_real_outcome(
-    sandbox: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The execution is stopped by hand; its slot is given back but the run is never marked (a
-    tracker that died between its two writes): stuck_run, repaired from DescribeExecution."""
-    import threading
-    import time
+    """The workflow's last status write is lost (injected), so its execution SUCCEEDED while the
+    run stays REDACT_COMPLETE with no slot held: stuck_run, repaired from DescribeExecution."""
+    import pipeline.handlers.finalize as finalize_handler
 
-    import pipeline.handlers.detect as detect_handler
+    real_write_status = finalize_handler.write_status
 
-    released = threading.Event()
-    request.addfinalizer(released.set)
-    real_detect = detect_handler.detect_file
+    def lose_the_complete_write(event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event.get("target") == "COMPLETE":
+            return {"status": "COMPLETE"}  # said, never written
+        return real_write_status(event, *args, **kwargs)
 
-    def detect_blocked(event: Any, *args: Any, **kwargs: Any) -> Any:
-        released.wait(60)
-        return real_detect(event, *args, **kwargs)
-
-    monkeypatch.setattr("pipeline.handlers.detect.detect_file", detect_blocked)
-    rule = sandbox.deployment.resources["WorkflowTrackerFunctionExecutionStatusChange"]
-    sandbox.bus.pause_rule(rule)
+    monkeypatch.setattr(finalize_handler, "write_status", lose_the_complete_write)
     put(sandbox, "stuck.txt")
-    sfn = sandbox.client("stepfunctions")
-    machine = sandbox.outputs["StateMachineArn"]
-    deadline = time.monotonic() + 60
-    running: list[dict[str, Any]] = []
-    while not running and time.monotonic() < deadline:
-        running = sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")["executions"]
-        time.sleep(0.1)
-    [execution] = running
-    sfn.stop_execution(executionArn=execution["executionArn"], error="Operator", cause="stopped by hand")
-    while sfn.describe_execution(executionArn=execution["executionArn"])["status"] == "RUNNING":
-        time.sleep(0.1)
-    semaphore(sandbox).release(execution["name"])  # the tracker gave the slot back, then died
+    assert sandbox.wait_until_idle(120)
     [run] = runs(sandbox)
-    assert run.status.is_active
+    assert run.status is JobStatus.REDACT_COMPLETE and run.execution_arn
+    assert semaphore(sandbox).read().holders == {}  # the tracker released the slot
 
+    code, fresh = reconcile()  # it just ended: given the grace period
+    assert code == 0 and fresh["findings"] == []
     code, dry = reconcile("--grace-seconds", "0")
     assert code == 1 and [f["kind"] for f in dry["findings"]] == ["stuck_run"]
-    assert runs(sandbox)[0].status.is_active
+    assert runs(sandbox)[0].status is JobStatus.REDACT_COMPLETE
     code, applied = reconcile("--apply", "--grace-seconds", "0")
     assert code == 0 and [a["kind"] for a in applied["actions"]] == ["mark_run_failed"]
     [marked] = runs(sandbox)
-    assert marked.status is JobStatus.FAILED and marked.error
+    assert marked.status is JobStatus.FAILED and marked.error == "ReconcilerStuckRun"
     assert [a["action"]["S"] for a in audits(sandbox)] == ["mark_run_failed"]
     code, again = reconcile("--apply", "--grace-seconds", "0")
     assert code == 0 and again["findings"] == []

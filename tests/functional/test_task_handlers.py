@@ -59,7 +59,7 @@ def run_file(resources, lambda_context, key: str, mode: str = "blackout") -> tup
 def stored(resources, phase: str, key: str) -> dict:
     from pipeline.artifacts import result_key
 
-    body = resources.client("s3").get_object(Bucket=resources.output_bucket, Key=result_key(EXECUTION, phase, key))["Body"]
+    body = resources.client("s3").get_object(Bucket=resources.work_bucket, Key=result_key(EXECUTION, phase, key))["Body"]
     return json.loads(body.read())
 
 
@@ -241,3 +241,16 @@ def test_a_status_write_naming_another_table_is_refused(resources, lambda_contex
     event = task_input(resources, action="status", table="someone-elses", **RUN, target="DETECTING")
     with pytest.raises(ConfigurationError):
         finalize.handler(event, lambda_context)
+
+
+def test_the_synthetic_mapping_is_kept_apart_from_the_redacted_outputs(resources) -> None:
+    """Whoever reads the redacted copies must not find the originals they replaced next to them."""
+    from pipeline.artifacts import ArtifactStore
+
+    s3 = resources.client("s3")
+    store = ArtifactStore(s3, resources.output_bucket, work_bucket=resources.work_bucket)
+    key = store.write_mapping("run-1", {"ann@corp.example": "bo@fake.example"})
+    assert store.read_mapping(key) == {"ann@corp.example": "bo@fake.example"}
+    assert s3.list_objects_v2(Bucket=resources.output_bucket).get("KeyCount", 0) == 0
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=resources.work_bucket)["Contents"]] == [key]
+    assert s3.head_object(Bucket=resources.work_bucket, Key=key)["ServerSideEncryption"] == "AES256"

@@ -357,7 +357,9 @@ def test_state_machine_catches_sandbox_timedout(runtime):
 
 
 def test_map_items_run_concurrently_through_the_runner(runtime):
-    arn = make_function("sbx-sleep-map", "sbx_sleep.handler", timeout=1)
+    # Timeout 10 s -> cut off after 2 s: the quick items have 40x their time even on a loaded
+    # machine, and the slow one never finishes within it.
+    arn = make_function("sbx-sleep-map", "sbx_sleep.handler", timeout=10)
     machine = {
         "StartAt": "Each",
         "States": {
@@ -382,14 +384,14 @@ def test_map_items_run_concurrently_through_the_runner(runtime):
             }
         },
     }
-    items = [{"seconds": 0.05}, {"seconds": 0.5}, {"seconds": 0.01}]
+    items = [{"seconds": 0.05}, {"seconds": 3}, {"seconds": 0.01}]
     desc = run_state_machine(machine, {"items": items}, "sbx-map")
     assert json.loads(desc["output"]) == [{"slept": 0.05}, "timed-out", {"slept": 0.01}]
     records = [r for r in runtime.invocations if r.function_name == "sbx-sleep-map"]
     assert sorted(r.error_type or "ok" for r in records) == ["Sandbox.Timedout", "ok", "ok"]
     for record in records:
         assert record.log_lines.count("going to sleep") == 1
-    time.sleep(0.4)  # let the abandoned worker finish before the mock goes away
+    time.sleep(1.2)  # let the abandoned worker finish (3 s from its start) before the mock goes away
 
 
 def test_the_time_scale_shortens_a_handlers_time_only_down_to_the_minimum() -> None:

@@ -52,7 +52,7 @@ SHARED_ENV = {
     "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL",
 }
 OUTPUTS = {
-    "InputBucketName", "OutputBucketName", "TrackingTableName", "CoordinationTableName",
+    "InputBucketName", "OutputBucketName", "WorkBucketName", "TrackingTableName", "CoordinationTableName",
     "MainQueueUrl", "DeadLetterQueueUrl", "TrackerDeadLetterQueueUrl", "IngestDeadLetterQueueUrl",
     "StateMachineArn",
     *(f"{function}Name" for function in HANDLERS),
@@ -222,7 +222,7 @@ def test_transform_produces_the_expected_resources(cfn: dict[str, Any]) -> None:
     assert counts["AWS::Events::Rule"] == 4  # S3 objects, execution status, batch and reconcile schedules
     assert counts["AWS::SQS::Queue"] == 4
     assert counts["AWS::DynamoDB::Table"] == 2
-    assert counts["AWS::S3::Bucket"] == 2
+    assert counts["AWS::S3::Bucket"] == 3  # inputs, redacted outputs, working files (mappings)
     assert counts["AWS::Logs::LogGroup"] == len(HANDLERS) + 1
 
 
@@ -404,7 +404,7 @@ def test_managed_policies_are_only_the_lambda_service_roles(cfn: dict[str, Any])
 
 def test_finalize_reaches_only_the_run_record_and_the_working_prefix(cfn: dict[str, Any]) -> None:
     """Finalize writes statuses and the account on run records and reads/writes per-file results
-    under the output bucket's `_pipeops/` prefix: nothing else (no input files, no outputs)."""
+    under the work bucket's `_pipeops/` prefix: nothing else (no input files, no outputs)."""
     role = cfn["Resources"]["FinalizeFunctionRole"]["Properties"]
     assert role["ManagedPolicyArns"] == [BASIC_EXECUTION]
     granted = {
@@ -414,9 +414,9 @@ def test_finalize_reaches_only_the_run_record_and_the_working_prefix(cfn: dict[s
     }
     assert granted == {
         (("dynamodb:UpdateItem",), json.dumps({"Fn::GetAtt": ["TrackingTable", "Arn"]})),
-        (("s3:GetObject", "s3:PutObject"), json.dumps({"Fn::Sub": "${OutputBucket.Arn}/_pipeops/*"})),
+        (("s3:GetObject", "s3:PutObject"), json.dumps({"Fn::Sub": "${WorkBucket.Arn}/_pipeops/*"})),
         # a missing result reads as NoSuchKey (not 403) only with ListBucket on the bucket
-        (("s3:ListBucket",), json.dumps({"Fn::GetAtt": ["OutputBucket", "Arn"]})),
+        (("s3:ListBucket",), json.dumps({"Fn::GetAtt": ["WorkBucket", "Arn"]})),
     }
 
 
@@ -548,3 +548,19 @@ def test_lambda_requirements_match_the_project_dependency_ranges() -> None:
     assert {r.name for r in required} == {"aws-lambda-powertools", "opentelemetry-sdk"}
     for requirement in required:
         assert requirement.specifier == declared[requirement.name], requirement.name
+
+
+def test_the_synthetic_mapping_is_out_of_reach_of_output_readers(cfn: dict[str, Any]) -> None:
+    """PII at rest: mappings (original -> fake), findings and results live in their own bucket,
+    which only the task functions' roles reach; every bucket expires objects after RetentionDays."""
+    readers = set()
+    for logical_id, role in resources_of_type(cfn, "AWS::IAM::Role").items():
+        for statement in allow_statements(role):
+            if "WorkBucket" in json.dumps(statement["Resource"]) and "s3:GetObject" in as_list(statement["Action"]):
+                readers.add(logical_id)
+    assert readers == {"GenerateSyntheticFunctionRole", "RedactFunctionRole", "FinalizeFunctionRole"}
+    for bucket in ("InputBucket", "OutputBucket", "WorkBucket"):
+        [rule] = properties(cfn, bucket)["LifecycleConfiguration"]["Rules"]
+        assert rule["Status"] == "Enabled" and rule["ExpirationInDays"] == {"Ref": "RetentionDays"}
+        encryption = properties(cfn, bucket)["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+        assert encryption["ServerSideEncryptionByDefault"]["Fn::If"][0] == "HasKmsKey"  # the KMS key when given
