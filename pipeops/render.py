@@ -65,13 +65,14 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
     ]
     reconciler = health.get("reconciler") or {}
     last = reconciler.get("last_run")
-    rows.append(
-        (
-            "reconciler last run",
-            "never" if not last else f"{last['at']}: {last['finding_count']} finding(s), {last['repairs']} repair(s), "
-            f"{last['remaining_findings']} left",
+    if "reconciler" in health:  # `pipeops status` reads it; the demo's snapshot does not
+        rows.append(
+            (
+                "reconciler last run",
+                "never" if not last else f"{last['at']}: {last['finding_count']} finding(s), {last['repairs']} repair(s), "
+                f"{last['remaining_findings']} left",
+            )
         )
-    )
     for name, value in rows:
         table.add_row(name, value)
     for finding in reconciler.get("findings", []):
