@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,11 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
 logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+# typer sets PYDANTIC_DISABLE_PLUGINS around every in-process CLI invocation and then *deletes*
+# it; a sandbox handler copying os.environ on another thread at that moment fails with KeyError
+# (seen: a job FAILED with "'PYDANTIC_DISABLE_PLUGINS'"). Set once, typer only restores it. A CLI
+# in its own process (as users run it) shares no environment with the handlers.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
 
 
 @pytest.fixture
