@@ -29,3 +29,56 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# ------------------------------------------------------------------ Lambda artifacts (sam build)
+# Every function in template.yaml has `Metadata: BuildMethod: makefile`: `sam build` runs
+# `make build-<LogicalId> ARTIFACTS_DIR=<.aws-sam/build/<LogicalId>>`, and what lands in
+# ARTIFACTS_DIR is exactly what the function ships: its runtime package(s) and the Lambda
+# requirements, never tests/, bench/, sandbox/, pipeops/ or samples/ (tests/unit/test_packaging.py).
+#
+# The requirements are installed as wheels for the Lambda runtime and architecture of
+# template.yaml's Globals (Runtime: python3.12, Architectures: arm64; a test keeps them equal),
+# not for the Python running pip: any python3 >= 3.11 with pip builds them, without Docker.
+# boto3/botocore are not installed: the Lambda runtime provides them (requirements.txt).
+# SKIP_DEPS=1 copies the packages only (the tests do, to stay fast and offline).
+LAMBDA_PYTHON_VERSION := 3.12
+LAMBDA_PLATFORM := manylinux2014_aarch64
+LAMBDA_REQUIREMENTS := requirements.txt
+SKIP_DEPS ?=
+
+# Functions whose handler is in pipeline/handlers/, and the reconciler (monitors.reconcile.handler,
+# which imports pipeline): only monitors/__init__.py and monitors/reconcile/ of the monitors package.
+PIPELINE_FUNCTIONS := IngestFunction RouterFunction BatchTriggerFunction WorkflowTrackerFunction \
+	DetectFunction GenerateSyntheticFunction RedactFunction FinalizeFunction
+RECONCILER_FUNCTIONS := ReconcilerFunction
+LAMBDA_FUNCTIONS := $(PIPELINE_FUNCTIONS) $(RECONCILER_FUNCTIONS)
+
+.PHONY: $(addprefix build-,$(LAMBDA_FUNCTIONS)) lambda-requirements
+
+# $(call copy-tree,<directory>): copy a source tree into ARTIFACTS_DIR, bytecode caches left out.
+define copy-tree
+	mkdir -p "$(ARTIFACTS_DIR)/$(1)"
+	cp -R $(1)/. "$(ARTIFACTS_DIR)/$(1)/"
+	find "$(ARTIFACTS_DIR)/$(1)" -depth -name __pycache__ -type d -exec rm -rf {} +
+endef
+
+$(addprefix build-,$(PIPELINE_FUNCTIONS)): lambda-requirements
+	$(call copy-tree,pipeline)
+
+$(addprefix build-,$(RECONCILER_FUNCTIONS)): lambda-requirements
+	$(call copy-tree,pipeline)
+	$(call copy-tree,monitors/reconcile)
+	cp monitors/__init__.py "$(ARTIFACTS_DIR)/monitors/__init__.py"
+
+lambda-requirements:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 2; }
+	mkdir -p "$(ARTIFACTS_DIR)"
+ifeq ($(SKIP_DEPS),)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile \
+		--requirement $(LAMBDA_REQUIREMENTS) --target "$(ARTIFACTS_DIR)" \
+		--platform $(LAMBDA_PLATFORM) --implementation cp --python-version $(LAMBDA_PYTHON_VERSION) \
+		--only-binary=:all:
+	rm -rf "$(ARTIFACTS_DIR)/bin"  # console scripts of the dependencies: not used by a function
+else
+	@echo "SKIP_DEPS set: $(LAMBDA_REQUIREMENTS) not installed into $(ARTIFACTS_DIR)"
+endif

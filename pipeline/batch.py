@@ -22,16 +22,17 @@ from pipeline.config import Settings
 from pipeline.jobs import (
     JobMessage,
     RunRef,
-    execution_arn,
     format_timestamp,
     job_id_for_key,
     parse_timestamp,
 )
-from pipeline.status import TERMINAL_EXECUTION_STATUSES, JobStatus
+from pipeline.repairs import STALE_ERROR, finish_stale, stop_and_fail_stale
+from pipeline.status import JobStatus
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
-STALE_ERROR = "StaleJobReclaimed"
+# Named in the cause of the StopExecution a reclaim makes.
+STOPPED_BY = "the batch trigger"
 # Written as the `error` of a job's latest run when its last attempt failed: `pipeops jobs` shows it.
 RETRIES_EXHAUSTED = "retries_exhausted"
 # Runs read per job to count its attempts: enough for the largest sensible BatchMaxAttempts plus
@@ -439,59 +440,37 @@ class BatchTrigger:
             report.lost_races.append(job_id)
 
     def reclaim(self, stale: RunRecord, now: datetime, report: BatchReport | None = None) -> RunRecord | None:
-        """Claim the stale run, then stop its execution, then give back its slot — in that order.
-
-        The claim is the FAILED write, conditional on the status and updated_at we observed: if
-        the run moved since the snapshot it is not stale, and nothing at all is done (None). Only
-        the winner of that write touches the execution and the slot, so an outdated snapshot can
-        never stop a healthy run or free a slot still in use. Returns the run as written.
-        """
-        marked = self._store.transition(
-            stale.run,
-            JobStatus.FAILED,
+        """Claim the stale run, then stop its execution, then give back its slot — in that order
+        (`pipeline.repairs.stop_and_fail_stale`). None: the run moved since the snapshot, so it is
+        not stale and nothing at all was done. Returns the run as written."""
+        repair = stop_and_fail_stale(
+            self._store,
+            self._semaphore,
+            self._sfn,
+            stale,
             now,
-            fields={"error": STALE_ERROR, "cause": f"no progress since {stale.updated_at}; reclaimed"},
-            expected_status=stale.status,
-            expected_updated_at=stale.updated_at,
+            state_machine_arn=self._settings.state_machine_arn,
+            stopped_by=STOPPED_BY,
         )
-        if marked is None:
-            return None
-        self.settle(marked, report)
-        return marked
+        self._count_release(repair.released, report)
+        return repair.reclaimed
 
     def settle(self, reclaimed: RunRecord, report: BatchReport | None = None) -> None:
-        """Stop a reclaimed run's execution if it runs, then release its slot. Idempotent.
-
-        The slot is released only once the execution is known not to be running: stopped by
-        us, already terminal, or never started. "Never started" is final here: the run is
-        FAILED, so no router can admit it again, and the router that admitted it last did so
-        more than the stale window ago, far beyond its own timeout. A failing StopExecution
-        raises with the slot still held; the next tick finds the run FAILED as reclaimed and
-        settles it before retrying (see `_act`).
-        """
-        arn = reclaimed.execution_arn or execution_arn(
-            self._settings.require("state_machine_arn"), reclaimed.run.execution_name
+        """Finish a reclaim interrupted after its claim: stop the execution if it runs, then release
+        its slot (`pipeline.repairs.finish_stale`). Idempotent. A failing StopExecution raises with
+        the slot still held; the next tick finds the run FAILED as reclaimed and settles it again."""
+        released = finish_stale(
+            self._semaphore,
+            self._sfn,
+            reclaimed,
+            state_machine_arn=self._settings.state_machine_arn,
+            stopped_by=STOPPED_BY,
         )
-        try:
-            status = self._sfn.describe_execution(executionArn=arn)["status"]
-        except Exception as exc:
-            if error_code(exc) != "ExecutionDoesNotExist":
-                raise
-            status = None
-        if status is not None and status not in TERMINAL_EXECUTION_STATUSES:
-            try:
-                self._sfn.stop_execution(
-                    executionArn=arn, error=STALE_ERROR, cause="reclaimed by the batch trigger"
-                )
-            except Exception:
-                # It may have ended between the two calls; anything else leaves the slot held.
-                if (
-                    self._sfn.describe_execution(executionArn=arn)["status"]
-                    not in TERMINAL_EXECUTION_STATUSES
-                ):
-                    raise
-        released = self._semaphore.release(reclaimed.run.execution_name) is ReleaseResult.RELEASED
-        if report is not None and released:
+        self._count_release(released, report)
+
+    @staticmethod
+    def _count_release(released: ReleaseResult | None, report: BatchReport | None) -> None:
+        if report is not None and released is ReleaseResult.RELEASED:
             report.slots_released += 1
 
     def _parts(self, files: Sequence[str]) -> int:

@@ -125,7 +125,7 @@ def ingest_object(
             else ObjectClaim(created.bucket, created.key, run, created.version)
         )
         if pending is None:
-            written = store.open_run_with_claim(successor, created.bucket, now)
+            written = store.open_run_with_claim(successor, created.bucket, now, delay)
             if written is ClaimWrite.WRITTEN:
                 store.advance_head(run, now)
                 send(JobMessage(job_id, run.started_at, created.bucket), delay)
@@ -156,6 +156,7 @@ def _answer_repeat(
     """A delivery whose file is in a run already (or superseded): announce again or do nothing."""
     if delivery is Delivery.REANNOUNCE:
         store.advance_head(claim.run, now)  # idempotent: the first attempt may have died before it
+        store.extend_announcement(claim.run, now + timedelta(seconds=delay))
         send(JobMessage(claim.run.job_id, claim.run.started_at, created.bucket), delay)
         return IngestResult(IngestOutcome.REANNOUNCED, claim.run)
     outcome = IngestOutcome.DUPLICATE if delivery is Delivery.DUPLICATE else IngestOutcome.STALE

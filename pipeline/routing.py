@@ -27,7 +27,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -39,6 +39,7 @@ from pipeline.jobs import (
     MalformedMessageError,
     execution_arn,
     format_timestamp,
+    parse_timestamp,
     split_supported,
 )
 from pipeline.status import ExecutionStatus, JobStatus
@@ -48,6 +49,8 @@ from pipeline.stores.tracking import RunRecord, TrackingStore
 # Looks at the run per message before giving up with RouteContentionError (each look follows a
 # write some other writer beat us to, so more than a few means something keeps moving the run).
 MAX_LOOKS = 4
+# A capacity wait that must extend the run's announce deadline extends it by this many waits.
+ANNOUNCE_LEASE_WAITS = 4
 
 
 class RouteOutcome(StrEnum):
@@ -182,6 +185,16 @@ class StartFailure(StrEnum):
     UNKNOWN = "unknown"  # no answer (timeout, 5xx): it may or may not have started
 
 
+def announcement_to_extend(deadline: str, now: datetime, retry_seconds: int) -> datetime | None:
+    """A capacity wait re-sends the run's message `retry_seconds` ahead; the run's announce
+    deadline must cover that delivery, or the reconciler would take the run for unannounced. The
+    deadline is extended by several waits at once, so most waits cost no write at all."""
+    due = now + timedelta(seconds=retry_seconds)
+    if deadline and parse_timestamp(deadline) >= due:
+        return None
+    return now + timedelta(seconds=retry_seconds * ANNOUNCE_LEASE_WAITS)
+
+
 def classify_start_failure(exc: BaseException) -> StartFailure:
     """How much a StartExecution error says about whether it started. Pure.
 
@@ -306,7 +319,11 @@ class Router:
         admitted = self._semaphore.admit(call.name, call.stamp, self._settings.max_concurrent_workflows, guard)
         acquired = admitted is JointWrite.DONE
         if admitted is JointWrite.AT_CAPACITY:
-            self._defer(call.message, self._settings.capacity_retry_seconds)
+            retry = self._settings.capacity_retry_seconds
+            extended = announcement_to_extend(record.announce_deadline, call.now, retry)
+            if extended is not None:  # before the re-send: a failed write must not leave two copies
+                self._store.extend_announcement(record.run, extended)
+            self._defer(call.message, retry)
             return RouteResult(RouteOutcome.WAITING, call.name)
         if admitted is JointWrite.ALREADY_HELD:
             # Another invocation took this slot: it died, or it is inside StartExecution. Either

@@ -1,7 +1,8 @@
 """The workflow tracker: react to "Step Functions Execution Status Change" events.
 
 A terminal status releases the execution's slot (by holder, so a duplicate event releases
-nothing) and, for FAILED / TIMED_OUT / ABORTED, marks the run FAILED with the error and cause.
+nothing) and, for FAILED / TIMED_OUT / ABORTED, marks the run FAILED with the error and cause:
+both are the shared repairs of `pipeline.repairs`, which the batch reclaim and the reconciler use.
 Every failure to do that work raises, so EventBridge retries the event and, in the end, parks it
 in the rule's DLQ: nothing is swallowed (DESIGN.md failure mode 1).
 """
@@ -16,11 +17,10 @@ from enum import StrEnum
 from typing import Any
 
 from pipeline.jobs import RunRef, execution_name_from_arn
-from pipeline.status import FAILED_EXECUTION_STATUSES, TERMINAL_EXECUTION_STATUSES, JobStatus
+from pipeline.repairs import MarkOutcome, mark_run_from_outcome, release_holder
+from pipeline.status import TERMINAL_EXECUTION_STATUSES
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
-
-MAX_CAUSE_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -80,24 +80,19 @@ class TrackResult:
     refused_write: bool = False  # the FAILED mark was refused: the run had already ended otherwise
 
 
-def failure_fields(change: StatusChange) -> dict[str, str]:
-    error = change.error or f"Execution{change.status.title().replace('_', '')}"
-    cause = (change.cause or f"execution ended {change.status}")[:MAX_CAUSE_CHARS]
-    return {"error": error, "cause": cause}
-
-
 def track(change: StatusChange, store: TrackingStore, semaphore: Semaphore, now: datetime) -> TrackResult:
     if change.status not in TERMINAL_EXECUTION_STATUSES:
         return TrackResult(TrackOutcome.IGNORED)
-    released = semaphore.release(change.execution_name)
+    released = release_holder(semaphore, change.execution_name)
     outcome = TrackOutcome.RELEASED if released is ReleaseResult.RELEASED else TrackOutcome.DUPLICATE
-    if change.run is None or change.status not in FAILED_EXECUTION_STATUSES:
+    if change.run is None:
         return TrackResult(outcome)
-    # A refused write means the run is already terminal (the workflow or a reclaim got there first).
-    record = store.transition(change.run, JobStatus.FAILED, now, fields=failure_fields(change))
-    if record is not None:
-        return TrackResult(outcome, marked_failed=True, record=record)
-    # Refused: already FAILED (the workflow marked it) is agreement; anything else (COMPLETE) means
-    # the execution's outcome and the run's disagree -- a status write that would go backwards.
-    current = store.get_run(change.run)
-    return TrackResult(outcome, refused_write=current is not None and current.status is not JobStatus.FAILED)
+    # A refused write means the run is already terminal (the workflow or a reclaim got there first):
+    # already FAILED is agreement; COMPLETE means the execution's outcome and the run's disagree.
+    mark = mark_run_from_outcome(store, change.run, change.status, change.error, change.cause, now)
+    return TrackResult(
+        outcome,
+        marked_failed=mark.marked,
+        record=mark.record if mark.marked else None,
+        refused_write=mark.outcome is MarkOutcome.DISAGREES,
+    )

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from pipeops import render
+from pipeops.dashboard_cli import dashboard_app
 from pipeops.resources import Connection, NoCredentialsError, StackNotFoundError
 
 app = typer.Typer(
@@ -26,8 +27,13 @@ app = typer.Typer(
 )
 sandbox_app = typer.Typer(help="The embedded sandbox: template.yaml on moto with the real handlers.", no_args_is_help=True)
 job_app = typer.Typer(help="One job in detail.", no_args_is_help=True)
+alarms_app = typer.Typer(help="The stack's alarms: states, runbooks, and the evaluator's verdict.", no_args_is_help=True)
+template_app = typer.Typer(help="template.yaml: write the alarms and dashboards built from the catalogs.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(job_app, name="job")
+app.add_typer(alarms_app, name="alarms")
+app.add_typer(template_app, name="template")
+app.add_typer(dashboard_app, name="dashboard")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print versioned JSON for scripts.")]
 EndpointOption = Annotated[
@@ -403,6 +409,70 @@ def metrics_catalog(as_json: JsonOption = False) -> None:
     for row in rows:
         table.add_row(row["name"], row["unit"], row["description"])
     render.console.print(table)
+
+
+@alarms_app.command("list")
+def alarms_list(
+    endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
+) -> None:
+    """Every alarm of the stack with its state, reason and runbook, ALARM first. Exit 1 if any is in ALARM."""
+    from alarms.live import list_alarms
+
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    rows = [view.to_dict() for view in list_alarms(connection.client("cloudwatch"), resources.stack_name)]
+    if as_json:
+        render.emit_json("alarms", rows)
+    else:
+        render.console.print(render.alarms_table(rows))
+    if any(row["state"] == "ALARM" for row in rows):
+        raise typer.Exit(1)
+
+
+@alarms_app.command("check")
+def alarms_check(
+    endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
+) -> None:
+    """Replay every metric alarm over the metrics in CloudWatch now, with the datapoints that decide it.
+
+    Exit 1 when the evaluator puts any alarm in ALARM. (In a time-scaled sandbox the alarm engine
+    evaluates in virtual time; this check uses the wall clock.)
+    """
+    from datetime import UTC, datetime
+
+    from alarms.live import check_alarms
+
+    connection, resources = _connect(stack_name, endpoint_url, region)
+    rows = [check.to_dict() for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC))]
+    if as_json:
+        render.emit_json("alarm_checks", rows)
+    else:
+        render.console.print(render.alarm_checks_table(rows))
+    if any(row["verdict"] == "ALARM" for row in rows):
+        raise typer.Exit(1)
+
+
+@template_app.command("build")
+def template_build(
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 when template.yaml is out of date.")] = False,
+    template: Annotated[Path, typer.Option(help="The SAM template to write into.")] = Path("template.yaml"),
+    as_json: JsonOption = False,
+) -> None:
+    """Write the alarms and dashboards, built from the metric and alarm catalogs, into template.yaml."""
+    from pipeops.template_build import TemplateBuildError, build, is_current
+
+    try:
+        current = is_current(template) if check else not build(template)
+    except (TemplateBuildError, OSError) as exc:
+        render.console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if as_json:
+        render.emit_json("template_build", {"template": str(template), "checked": check, "up_to_date": current})
+    elif check:
+        render.console.print(f"{template} is up to date" if current else f"[red]{template} is out of date:[/red] run `pipeops template build`")
+    else:
+        render.console.print(f"{'unchanged:' if current else 'wrote'} {template}")
+    if check and not current:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

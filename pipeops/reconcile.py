@@ -39,7 +39,7 @@ def build(
     return Reconciler(
         semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), resources.StateMachineArn),
-        tracking=TrackingStore(resources.TrackingTableName, dynamodb),
+        tracking=TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName),
         send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
         dynamodb=dynamodb,
         coordination_table=resources.CoordinationTableName,

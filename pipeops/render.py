@@ -77,6 +77,9 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         table.add_row(name, value)
     for finding in reconciler.get("findings", []):
         table.add_row(f"[red]{finding['kind']}[/red]", f"{escape(finding['target'])}: {escape(finding['reason'])} (pipeops reconcile)")
+    for alarm in health.get("alarms_in_alarm", []):
+        runbook = f" (runbook {alarm['runbook']})" if alarm.get("runbook") else ""
+        table.add_row(f"[red]ALARM {escape(alarm['name'])}[/red]", f"{escape(alarm['reason'][:160])}{runbook}")
     for finding in findings:
         colour = "red" if finding["severity"] == "critical" else "yellow"
         table.add_row(f"[{colour}]{finding['code']}[/{colour}]", finding["message"])
@@ -121,4 +124,30 @@ def failures_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
             str(row["attempts"]),
             escape(row["cause"][:200]),
         )
+    return table
+
+
+def _state(state: str) -> str:
+    colour = {"ALARM": "red", "OK": "green"}.get(state, "yellow")
+    return f"[{colour}]{state}[/{colour}]"
+
+
+def alarms_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title="Alarms (ALARM first)")
+    for column in ("alarm", "state", "runbook", "metric", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(escape(row["name"]), _state(row["state"]), row["runbook"] or "-", escape(row["metric"]), escape(row["reason"][:160]))
+    return table
+
+
+def alarm_checks_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title="Alarm check: the evaluator's verdict from the metrics now", show_lines=True)
+    for column in ("alarm", "now", "verdict", "datapoints (newest first)", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        points = ", ".join(
+            f"{'-' if p['value'] is None else format(p['value'], 'g')}{'!' if p['breaching'] else ''}" for p in row["datapoints"]
+        )
+        table.add_row(escape(row["name"]), _state(row["state"]), _state(row["verdict"]), points or "-", escape(row["reason"][:200]))
     return table

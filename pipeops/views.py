@@ -27,6 +27,8 @@ class StatusView:
     # The reconciler: its last applied run, and what a dry run finds now (the same finding kinds).
     reconciler_last_run: dict[str, Any] | None = None
     reconcile_findings: list[dict[str, str]] = field(default_factory=list)
+    # The stack's alarms in ALARM now (name, reason, runbook): what pages, next to why.
+    alarms_in_alarm: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,21 +36,25 @@ class StatusView:
             **self.snapshot.to_dict(),
             "findings": [asdict(f) for f in self.findings],
             "reconciler": {"last_run": self.reconciler_last_run, "findings": self.reconcile_findings},
+            "alarms_in_alarm": self.alarms_in_alarm,
         }
 
 
 def status(resources: StackResources, client: Client) -> StatusView:
+    from alarms.live import list_alarms
     from monitors.reconcile.loop import last_run
     from pipeops import reconcile
 
     snapshot = observe(resources, client)
     dry = reconcile.run(resources, client, apply=False)
+    firing = [view for view in list_alarms(client("cloudwatch"), resources.stack_name) if view.state == "ALARM"]
     return StatusView(
         resources.stack_name,
         snapshot,
         assess(snapshot),
         reconciler_last_run=last_run(client("dynamodb"), resources.CoordinationTableName),
         reconcile_findings=dry.to_dict()["findings"],
+        alarms_in_alarm=[{"name": v.name, "reason": v.reason, "runbook": v.runbook} for v in firing],
     )
 
 

@@ -534,6 +534,9 @@ class _Stack:
             ),
             ("AWS::SNS::Topic", "TopicArn"): lambda: physical,
             ("AWS::SNS::Topic", "TopicName"): lambda: physical.rsplit(":", 1)[-1],
+            ("AWS::SNS::Subscription", "Arn"): lambda: physical,
+            ("AWS::CloudWatch::Alarm", "Arn"): lambda: f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{physical}",
+            (COMPOSITE_ALARM_TYPE, "Arn"): lambda: f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{physical}",
             (STATE_MACHINE_TYPE, "Arn"): lambda: physical,
             (STATE_MACHINE_TYPE, "Name"): lambda: physical.rsplit(":", 1)[-1],
         }
@@ -581,8 +584,15 @@ def _correct_moto(
        SSESpecification cannot be set after creation in moto: `skipped`.
     5. Resources moto skips with a warning -- AWS::SQS::QueuePolicy (the queues' Policy
        attribute; moto does not enforce it), AWS::CloudWatch::Alarm (put_metric_alarm; moto never
-       evaluates it), AWS::Logs::MetricFilter (put_metric_filter; moto produces nothing from it)
-       are created through their APIs. AWS::S3::BucketPolicy is deliberately left out: moto
+       evaluates it: sandbox.alarm_engine does), AWS::CloudWatch::CompositeAlarm
+       (put_composite_alarm, an action moto lacks and sandbox.alarm_engine adds; created after
+       the alarms it names; ActionsSuppressor* in `skipped`), AWS::SNS::Subscription (subscribe,
+       with RawMessageDelivery, FilterPolicy(Scope), RedrivePolicy, DeliveryPolicy,
+       SubscriptionRoleArn; anything else in `skipped`), AWS::Logs::MetricFilter
+       (put_metric_filter; moto produces nothing from it) are created through their APIs.
+       AWS::SNS::Topic (inline Subscription included) and AWS::CloudWatch::Dashboard are created
+       by moto itself; a dashboard body that is not a JSON object fails the deployment, as
+       PutDashboard would (moto's CloudFormation does not check it). AWS::S3::BucketPolicy is deliberately left out: moto
        evaluates bucket policies on object requests and answers DENIED for any statement whose
        Condition does not hold, so the template's DenyInsecureTransport would turn every
        put_object into a 403. It and any other resource moto skipped are listed in `skipped`.
@@ -604,6 +614,7 @@ def _correct_moto(
     _correct_buckets(stack)  # 3
     _correct_tables(stack)  # 4
     _create_skipped_resources(stack)  # 5
+    _check_dashboards(stack)  # 5
     _verify_one_name_per_resource(stack)  # 6
     for line in stack.corrections:
         LOG.debug("%s: %s", stack.name, line)
@@ -852,10 +863,13 @@ def _camel(key: str) -> str:
     return key[:1].lower() + key[1:]
 
 
+COMPOSITE_ALARM_TYPE = "AWS::CloudWatch::CompositeAlarm"
 _SKIPPED_TYPES_CREATED = frozenset(
     {
         "AWS::SQS::QueuePolicy",
         "AWS::CloudWatch::Alarm",
+        COMPOSITE_ALARM_TYPE,
+        "AWS::SNS::Subscription",
         "AWS::Logs::MetricFilter",
         "AWS::Lambda::EventInvokeConfig",
     }
@@ -875,9 +889,58 @@ _ALARM_TYPES: dict[str, type] = {
 }
 
 
+# Composite alarm properties the sandbox's alarm engine does not model (actions are never suppressed).
+_COMPOSITE_NOT_MODELLED = ("ActionsSuppressor", "ActionsSuppressorWaitPeriod", "ActionsSuppressorExtensionPeriod")
+# AWS::SNS::Subscription properties that are subscription attributes (JSON ones as documents).
+_SUBSCRIPTION_ATTRIBUTES = ("RawMessageDelivery", "FilterPolicyScope", "SubscriptionRoleArn")
+_SUBSCRIPTION_JSON_ATTRIBUTES = ("FilterPolicy", "RedrivePolicy", "DeliveryPolicy")
+
+
+def _references(node: Any) -> set[str]:
+    """Logical ids a property value refers to (Ref, Fn::GetAtt, ${Name} in Fn::Sub)."""
+    found: set[str] = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= _references(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Ref" and isinstance(value, str):
+                found.add(value)
+            elif key == "Fn::GetAtt":
+                target = value[0] if isinstance(value, list) else str(value).split(".", 1)[0]
+                found.add(str(target))
+            elif key == "Fn::Sub":
+                text = value if isinstance(value, str) else value[0]
+                found |= {match.split(".", 1)[0] for match in _SUB_VARIABLE.findall(text)}
+                if not isinstance(value, str):
+                    found |= _references(value[1])
+            else:
+                found |= _references(value)
+    return found
+
+
+def _creation_order(stack: _Stack) -> list[str]:
+    """Template order, except that a composite alarm comes after the composites it names (their
+    names are only known once created): AlarmRule refers to other alarms by Ref or Fn::Sub."""
+    composites = [lid for lid in stack.resources if stack.resources[lid]["Type"] == COMPOSITE_ALARM_TYPE]
+    ordered = [lid for lid in stack.resources if lid not in composites]
+    pending = list(composites)
+    while pending:
+        ready = [
+            lid
+            for lid in pending
+            if not (_references(stack.resources[lid].get("Properties", {})) & (set(pending) - {lid}))
+        ]
+        if not ready:
+            raise DeployError(f"composite alarms refer to each other in a cycle: {sorted(pending)}")
+        ordered += ready
+        pending = [lid for lid in pending if lid not in ready]
+    return ordered
+
+
 def _create_skipped_resources(stack: _Stack) -> None:
     aws = stack.aws
-    for logical in stack.resources:
+    for logical in _creation_order(stack):
         if logical in stack.physical or not stack.exists(logical):
             continue
         resource_type = stack.resources[logical]["Type"]
@@ -902,6 +965,37 @@ def _create_skipped_resources(stack: _Stack) -> None:
                     props[key] = props[key].lower() == "true" if kind is bool else kind(props[key])
             aws.client("cloudwatch").put_metric_alarm(**props)
             physical = props["AlarmName"]
+        elif resource_type == COMPOSITE_ALARM_TYPE:
+            # moto has no PutCompositeAlarm; the seam routes it to its alarm store, where the
+            # sandbox's alarm engine (sandbox.alarm_engine) evaluates the rule like any alarm.
+            from sandbox.alarm_engine import install_composite_alarm_api
+
+            install_composite_alarm_api()
+            props.setdefault("AlarmName", _generated_name(stack, logical))
+            if isinstance(props.get("ActionsEnabled"), str):
+                props["ActionsEnabled"] = props["ActionsEnabled"].lower() == "true"
+            for key in _COMPOSITE_NOT_MODELLED:
+                if props.pop(key, None) is not None:
+                    stack.skipped[f"{logical}.{key}"] = "not modelled by the sandbox's alarm engine"
+            aws.client("cloudwatch").put_composite_alarm(**props)
+            physical = props["AlarmName"]
+        elif resource_type == "AWS::SNS::Subscription":
+            attributes = {
+                key: _parameter_string(props[key]) for key in _SUBSCRIPTION_ATTRIBUTES if key in props
+            }
+            for key in _SUBSCRIPTION_JSON_ATTRIBUTES:
+                if key in props:
+                    value = props[key]
+                    attributes[key] = value if isinstance(value, str) else json.dumps(value)
+            for key in sorted(set(props) - {"TopicArn", "Protocol", "Endpoint", *attributes}):
+                stack.skipped[f"{logical}.{key}"] = "not applied by the sandbox"
+            physical = aws.client("sns").subscribe(
+                TopicArn=props["TopicArn"],
+                Protocol=props["Protocol"],
+                Endpoint=props["Endpoint"],
+                Attributes=attributes,
+                ReturnSubscriptionArn=True,
+            )["SubscriptionArn"]
         elif resource_type == "AWS::Lambda::EventInvokeConfig":
             # Without it an async invocation's failure (a tracker or ingest error) never reaches
             # its OnFailure destination: the sandbox's event bus reads it from the function.
@@ -929,6 +1023,18 @@ def _create_skipped_resources(stack: _Stack) -> None:
             )
         stack.physical[logical] = physical
         stack.corrections.append(f"{logical}: created {resource_type} (moto skips it)")
+
+
+def _check_dashboards(stack: _Stack) -> None:
+    cloudwatch = stack.aws.client("cloudwatch")
+    for logical in stack.of_type("AWS::CloudWatch::Dashboard"):
+        body = cloudwatch.get_dashboard(DashboardName=stack.physical[logical])["DashboardBody"]
+        try:
+            parsed = json.loads(body)
+        except ValueError as exc:
+            raise DeployError(f"{logical}: DashboardBody is not valid JSON: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise DeployError(f"{logical}: DashboardBody must be a JSON object")
 
 
 # Kinds whose physical names CloudFormation generates as <stack>-<logical id>-<suffix> (buckets in

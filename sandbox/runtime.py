@@ -68,7 +68,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sandbox import emf
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
@@ -105,6 +105,20 @@ class InvocationRecord:
     timed_out: bool = False
     log_stream_name: str = ""
     started_at: float = 0.0  # epoch seconds
+    ended_at: float = 0.0  # epoch seconds: when the invocation ended (for a timeout: the cut-off)
+
+
+class InvocationListener(Protocol):
+    """Told of every invocation's start and end (`LambdaRuntime.add_listener`), e.g. to publish
+    the AWS/Lambda metrics. Called on the invoking thread: it must be quick and must not raise
+    (an exception is logged and ignored; it never fails the invocation).
+    `record` is None only if the runner itself failed before producing one."""
+
+    def invocation_started(self, function_name: str, request_id: str) -> None: ...
+
+    def invocation_finished(
+        self, function_name: str, request_id: str, record: InvocationRecord | None
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -329,6 +343,8 @@ class LambdaRuntime:
         self._created_groups: set[tuple[str, str]] = set()
         self._records: list[InvocationRecord] = []
         self._records_cond = threading.Condition()
+        self._listeners: tuple[InvocationListener, ...] = ()
+        self._listeners_lock = threading.Lock()
 
     def real_timeout(self, timeout_seconds: float) -> float:
         """Real seconds a function with this Timeout may run before it is cut off.
@@ -402,6 +418,25 @@ class LambdaRuntime:
     def installed(self) -> bool:
         return self._installed
 
+    # ---------------------------------------------------------------- listeners
+
+    def add_listener(self, listener: InvocationListener) -> None:
+        """Tell `listener` of every invocation from now on (see `InvocationListener`)."""
+        with self._listeners_lock:
+            if listener not in self._listeners:
+                self._listeners = (*self._listeners, listener)
+
+    def remove_listener(self, listener: InvocationListener) -> None:
+        with self._listeners_lock:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+    def _notify(self, method: str, *args: Any) -> None:
+        for listener in self._listeners:  # a snapshot: the tuple is replaced, never mutated
+            try:
+                getattr(listener, method)(*args)
+            except Exception:
+                LOG.warning("invocation listener %r failed in %s", listener, method, exc_info=True)
+
     # ---------------------------------------------------------------- records
 
     @property
@@ -461,10 +496,23 @@ class LambdaRuntime:
 
     def _invoke(self, fn: Any, event: Any) -> tuple[str, bool, str, InvocationRecord]:
         function_name: str = fn.function_name
+        request_id = str(uuid.uuid4())
+        record: InvocationRecord | None = None
+        self._notify("invocation_started", function_name, request_id)
+        try:
+            result = self._run_invocation(fn, event, request_id)
+            record = result[3]
+            return result
+        finally:
+            self._notify("invocation_finished", function_name, request_id, record)
+
+    def _run_invocation(
+        self, fn: Any, event: Any, request_id: str
+    ) -> tuple[str, bool, str, InvocationRecord]:
+        function_name: str = fn.function_name
         region: str = getattr(fn, "region", None) or self.region
         version: str = str(getattr(fn, "version", None) or "$LATEST")
         group = f"/aws/lambda/{function_name}"
-        request_id = str(uuid.uuid4())
         timeout_s = float(fn.timeout or 3)
         real_timeout = self.real_timeout(timeout_s)
         memory = int(fn.memory_size or 128)
@@ -597,6 +645,7 @@ class LambdaRuntime:
             timed_out=timed_out,
             log_stream_name=stream,
             started_at=started_at,
+            ended_at=end_ms / 1000,
         )
         with self._records_cond:
             self._records.append(record)

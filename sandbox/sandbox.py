@@ -9,6 +9,10 @@ One object wires the parts that each add one missing behaviour of AWS (DESIGN.md
       + EventBus         EventBridge Lambda targets, S3 "Object Created", execution status changes,
                          schedules, retries and dead letters
       + SqsMetricsPublisher    the AWS/SQS CloudWatch metrics (age of the oldest message, counts)
+      + AwsMetricsPublisher    the AWS/Lambda and AWS/States CloudWatch metrics (invocations,
+                               errors, duration, concurrency; executions by outcome, their time)
+      + AlarmEngine      CloudWatch alarms (metric and composite) evaluated every virtual minute
+                         from moto's datapoints, state changes notified to their SNS actions
       + IamEnforcement   every AWS call of a handler or the state machine checked against its
                          role's policies as deployed; outside them it fails with AccessDenied
 
@@ -30,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox import iam_enforcement, limits, moto_seams
+from sandbox.alarm_engine import AlarmEngine
+from sandbox.aws_metrics import AwsMetricsPublisher
 from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
@@ -59,7 +65,7 @@ _NOISY_LOGGERS = ("moto.stepfunctions.parser", "werkzeug", "moto")
 
 
 # Template parameters that are waits (seconds, as SQS delays): the time scale shortens them too.
-WAIT_PARAMETERS = ("FolderSettleSeconds", "CapacityRetrySeconds")
+WAIT_PARAMETERS = ("FolderSettleSeconds", "CapacityRetrySeconds", "BacklogStallSeconds")
 
 
 def scaled_parameters(parameters: Mapping[str, str], time_scale: TimeScale) -> dict[str, str]:
@@ -97,6 +103,8 @@ class Sandbox:
     poller: SqsEventSourcePoller | None = field(default=None, init=False)
     bus: EventBus | None = field(default=None, init=False)
     sqs_metrics: SqsMetricsPublisher | None = field(default=None, init=False)
+    aws_metrics: AwsMetricsPublisher | None = field(default=None, init=False)
+    alarms: AlarmEngine | None = field(default=None, init=False)  # `alarms.evaluate_now()` forces a pass
     iam: IamEnforcement | None = field(default=None, init=False)  # kept after stop: records stay readable
     endpoint_url: str | None = field(default=None, init=False)
     _mock: Any = field(default=None, init=False, repr=False)
@@ -134,6 +142,10 @@ class Sandbox:
                 extra_sys_path=[PROJECT_ROOT],
                 min_real_timeout=self.min_handler_seconds,
             ).install()
+            # Listening before anything can invoke a function or start an execution.
+            self.aws_metrics = AwsMetricsPublisher(
+                self.runtime, region=self.region, endpoint_url=self.endpoint_url
+            ).start()
             self.deployment = deploy(
                 self.stack_name,
                 parameters=scaled_parameters(self.parameters, self.time_scale),
@@ -147,6 +159,9 @@ class Sandbox:
             ).start()
             self.bus = EventBus(self.runtime, region=self.region, endpoint_url=self.endpoint_url).start()
             self.sqs_metrics = SqsMetricsPublisher(
+                region=self.region, endpoint_url=self.endpoint_url, time_scale=self.time_scale
+            ).start()
+            self.alarms = AlarmEngine(
                 region=self.region, endpoint_url=self.endpoint_url, time_scale=self.time_scale
             ).start()
         except BaseException as exc:
@@ -184,7 +199,13 @@ class Sandbox:
 
     def stop(self) -> None:
         """Stop delivering, let running executions end, then take everything down."""
-        for part in (self.sqs_metrics, self.bus, self.poller):
+        if self.alarms is not None:  # first: no evaluation against parts going away
+            try:
+                self.alarms.stop()
+            except Exception:
+                LOG.warning("the alarm engine did not stop cleanly", exc_info=True)
+            self.alarms = None
+        for part in (self.sqs_metrics, self.bus, self.poller, self.aws_metrics):
             if part is not None:
                 try:
                     part.stop()
@@ -217,7 +238,7 @@ class Sandbox:
             else:
                 os.environ[name] = value
         self._saved_env.clear()
-        self.bus = self.poller = self.sqs_metrics = None
+        self.bus = self.poller = self.sqs_metrics = self.aws_metrics = None
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -272,6 +293,8 @@ class Sandbox:
                 and not self._running(sfn, self.outputs["StateMachineArn"])
             )
             if quiet and self.poller.idle() and self.bus.wait_until_idle(timeout=0.5):
+                if self.aws_metrics is not None:  # what the work produced is readable in CloudWatch
+                    self.aws_metrics.flush(timeout=max(0.1, deadline - time.monotonic()))
                 return True
             time.sleep(0.05)
         return False

@@ -45,6 +45,37 @@ RUNNING = "RUNNING"
 TERMINAL_STATUSES = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 _ERROR_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
 
+# Callbacks told of every status-change event any watcher emits (e.g. sandbox.aws_metrics, which
+# publishes the AWS/States execution metrics). A tuple, replaced and never mutated.
+_LISTENERS: tuple[Callable[[dict[str, Any]], Any], ...] = ()
+_LISTENERS_LOCK = threading.Lock()
+
+
+def add_status_listener(listener: Callable[[dict[str, Any]], Any]) -> None:
+    """Call `listener(event)` for every status-change event emitted from now on, by any watcher.
+
+    Called on the watcher's thread just before the event is emitted: it must be quick; an
+    exception is logged and ignored (the event is still emitted).
+    """
+    global _LISTENERS
+    with _LISTENERS_LOCK:
+        if listener not in _LISTENERS:
+            _LISTENERS = (*_LISTENERS, listener)
+
+
+def remove_status_listener(listener: Callable[[dict[str, Any]], Any]) -> None:
+    global _LISTENERS
+    with _LISTENERS_LOCK:
+        _LISTENERS = tuple(x for x in _LISTENERS if x != listener)
+
+
+def _notify_listeners(event: dict[str, Any]) -> None:
+    for listener in _LISTENERS:
+        try:
+            listener(event)
+        except Exception:
+            LOG.warning("status listener %r failed", listener, exc_info=True)
+
 
 def _epoch_ms(value: Any) -> int | None:
     if value is None:
@@ -242,7 +273,9 @@ class ExecutionStatusWatcher:
             if step in done:
                 continue
             done.add(step)
-            self._emit(status_change_event(desc, step, observed_at=observed_at))
+            event = status_change_event(desc, step, observed_at=observed_at)
+            _notify_listeners(event)
+            self._emit(event)
             self._events_emitted += 1
             count += 1
         self._known[arn] = status

@@ -1,6 +1,7 @@
 """The scheduled reconciler Lambda: one reconcile pass, its metrics and one log line.
 
-Invoked by its schedule (applies the plan) or on demand with `{"dry_run": true}` (plans only).
+Invoked by its schedule (applies the plan unless the stack says RECONCILE_APPLY=false: report
+only, for a team that wants to watch it first) or on demand with `{"dry_run": true|false}`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,14 @@ from typing import Any
 
 from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
 from monitors.reconcile.model import ActionKind, FindingKind, ReconcileSettings
+from monitors.reconcile.signals import signals
 from pipeline.aws import client
-from pipeline.config import ENV_RECONCILE_GRACE_SECONDS, ENV_RECONCILE_MAX_REPAIRS
+from pipeline.config import (
+    ENV_RECONCILE_APPLY,
+    ENV_RECONCILE_GRACE_SECONDS,
+    ENV_RECONCILE_MAX_REPAIRS,
+    ENV_RECONCILE_STALL_SECONDS,
+)
 from pipeline.handlers import _wiring
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.telemetry import emit, logger
@@ -30,7 +37,9 @@ def _reconciler_parts() -> dict[str, Any]:
             grace_seconds=float(os.environ.get(ENV_RECONCILE_GRACE_SECONDS, "120")),
             max_repairs=int(os.environ.get(ENV_RECONCILE_MAX_REPAIRS, "25")),
             processing_mode=settings.processing_mode.value,
+            stall_seconds=float(os.environ.get(ENV_RECONCILE_STALL_SECONDS, "900")),
         ),
+        "apply": os.environ.get(ENV_RECONCILE_APPLY, "true").lower() != "false",
         "executions": ExecutionsStore(client("stepfunctions"), settings.require("state_machine_arn")),
     }
 
@@ -51,26 +60,36 @@ def _reconciler(actor: str) -> Reconciler:
     )
 
 
+_RUN_REPAIRS = (ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN)
+
+
 def emit_report(report: ReconcileReport) -> None:
     """Every run emits the same set, zeros included: an alarm on any of them never starves."""
     found = [finding.kind for finding in report.plan.findings]
+    seen = signals(report.observed)
     emit(Metric.RECONCILE_RUNS)
     emit(Metric.CONCURRENCY_ACTIVE, report.observed.active_count)
     emit(Metric.WORKFLOWS_RUNNING, len(report.observed.running))
     emit(Metric.COUNTER_DRIFT, report.observed.drift)
-    emit(Metric.LEAKED_SLOTS_RELEASED, report.count(ActionResult.APPLIED, ActionKind.RELEASE_HOLDER))
+    released = report.count(ActionResult.APPLIED, ActionKind.RELEASE_HOLDER)
+    emit(Metric.LEAKED_SLOTS_RELEASED, released)
+    emit(Metric.SLOTS_RELEASED, released)
+    emit(Metric.JOBS_FAILED, report.count(ActionResult.APPLIED, ActionKind.MARK_RUN_FAILED))
     emit(Metric.ORPHAN_EXECUTIONS, found.count(FindingKind.ORPHAN_EXECUTION))
-    emit(
-        Metric.STUCK_RUNS_REPAIRED,
-        report.count(ActionResult.APPLIED, ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN),
-    )
+    unannounced = report.applied_for(FindingKind.UNANNOUNCED_RUN)
+    run_repairs = report.count(ActionResult.APPLIED, ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN)
+    emit(Metric.STUCK_RUNS_REPAIRED, run_repairs - report.applied_for(FindingKind.UNANNOUNCED_RUN, *_RUN_REPAIRS))
+    emit(Metric.UNANNOUNCED_RUNS_REPAIRED, unannounced)
     emit(Metric.RECONCILE_RACES_LOST, report.count(ActionResult.RACE_LOST))
     emit(Metric.IMPLAUSIBLE_DRIFT, 1 if FindingKind.IMPLAUSIBLE_DRIFT in found else 0)
+    emit(Metric.SLOTS_FULL_IDLE, 1 if seen.slots_full_idle else 0)
+    emit(Metric.BACKLOG_STALLED, 1 if seen.backlog_stalled else 0)
+    emit(Metric.OLDEST_QUEUED_AGE, seen.oldest_queued_age)
 
 
 @instrumented("reconciler")
 def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
-    dry_run = bool((event or {}).get("dry_run", False))
+    dry_run = bool((event or {}).get("dry_run", not _reconciler_parts()["apply"]))
     actor = str(getattr(context, "invoked_function_arn", "") or "reconciler")
     report = reconcile(_reconciler(actor), apply=not dry_run)
     emit_report(report)

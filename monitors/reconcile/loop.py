@@ -21,13 +21,15 @@ from monitors.reconcile.model import (
     Action,
     ActionKind,
     ActiveRun,
+    FindingKind,
     Holder,
     Observation,
     Plan,
     ReconcileSettings,
 )
-from monitors.reconcile.plan import plan
-from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from monitors.reconcile.plan import overdue, plan
+from pipeline.jobs import JobMessage, RunRef, format_timestamp, parse_timestamp
+from pipeline.repairs import mark_failed, release_holder
 from pipeline.status import JobStatus
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
@@ -77,6 +79,8 @@ class Reconciler:
         }
         described = {name: self.executions.describe(name) for name in sorted(to_describe - listed)}
         return Observation(
+            claimed_files=self._claimed_files(active, semaphore_read_at),
+            last_run_ended=self._last_run_ended(active, semaphore_read_at),
             taken_at=self.clock(),
             semaphore_read_at=semaphore_read_at,
             active_count=state.active_count,
@@ -87,6 +91,29 @@ class Reconciler:
             active_runs=active,
             settings=self.settings,
         )
+
+    def _claimed_files(self, active: Sequence[ActiveRun], now: datetime) -> dict[str, int]:
+        """How many of each overdue realtime QUEUED run's files are claimed by it: only those runs
+        are read (one BatchGetItem per 100 files), so the cost follows the runs in trouble."""
+        if self.settings.processing_mode != "realtime":
+            return {}
+        overdue_runs = [
+            run for run in active if run.status is JobStatus.QUEUED and overdue(run, now, self.settings.grace_seconds)
+        ]
+        counts: dict[str, int] = {}
+        for run in overdue_runs:
+            claims = self.tracking.claimed_runs(run.bucket, run.files) if run.files and run.bucket else {}
+            counts[run.target] = sum(1 for claimed in claims.values() if claimed == RunRef(run.job_id, run.started_at))
+        return counts
+
+    def _last_run_ended(self, active: Sequence[ActiveRun], now: datetime) -> datetime | None:
+        """Looked up only when a run has waited QUEUED past the stall window (two one-item queries)."""
+        queued = [run.started_at for run in active if run.status is JobStatus.QUEUED]
+        window_start = now - timedelta(seconds=self.settings.stall_seconds)
+        if not queued or min(queued) >= format_timestamp(window_start):
+            return None
+        ended = self.tracking.last_ended_after(format_timestamp(window_start))
+        return parse_timestamp(ended) if ended else None
 
     def act(self, actions: Sequence[Action], *, apply: bool) -> list[Applied]:
         done: list[Applied] = []
@@ -104,24 +131,30 @@ class Reconciler:
         if action.kind is ActionKind.SET_COUNT:
             return self.semaphore.set_count(int(action.values["active_count"]), int(action.expected["version"]))
         if action.kind is ActionKind.RELEASE_HOLDER:
-            return self.semaphore.release_observed(action.target, str(action.expected["acquired_at"])) is ReleaseResult.RELEASED
+            released = release_holder(self.semaphore, action.target, acquired_at=str(action.expected["acquired_at"]))
+            return released is ReleaseResult.RELEASED
         run = RunRef(str(action.expected["job_id"]), str(action.expected["started_at"]))
         if action.kind is ActionKind.MARK_RUN_FAILED:
-            marked = self.tracking.transition(
+            return mark_failed(
+                self.tracking,
                 run,
-                JobStatus.FAILED,
                 self.clock(),
-                fields={"error": action.values["error"], "cause": action.values["cause"]},
+                {"error": str(action.values["error"]), "cause": str(action.values["cause"])},
                 expected_status=JobStatus(action.expected["status"]),
                 expected_updated_at=str(action.expected["updated_at"]),
-            )
-            return marked is not None
+            ).marked
         if action.kind is ActionKind.REANNOUNCE_RUN:
-            current = self.tracking.get_run(run)
-            if current is None or current.status.value != action.expected["status"] or current.execution_arn:
-                return False
-            self.send(JobMessage(run.job_id, run.started_at, str(action.values.get("bucket") or "")), 0)
-            return True
+            recorded = self.tracking.record_reannouncement(
+                run,
+                self.clock(),
+                expected_status=JobStatus(action.expected["status"]),
+                expected_deadline=str(action.expected.get("announce_deadline") or ""),
+            )
+            if recorded:
+                self.send(JobMessage(run.job_id, run.started_at, str(action.values.get("bucket") or "")), 0)
+            return recorded
+        if action.kind is ActionKind.DELETE_UNCLAIMED_RUN:
+            return self.tracking.delete_unclaimed_run(run, expected_updated_at=str(action.expected["updated_at"]))
         raise ValueError(f"unknown action {action.kind}")
 
     def record_last_run(self, report: ReconcileReport) -> None:
@@ -173,6 +206,15 @@ class ReconcileReport:
 
     def count(self, result: ActionResult, *kinds: ActionKind) -> int:
         return sum(1 for a in self.applied if a.result is result and (not kinds or a.action.kind in kinds))
+
+    def applied_for(self, finding: FindingKind, *kinds: ActionKind) -> int:
+        """Applied actions (of `kinds`, or any) that repaired a finding of one kind (by target)."""
+        targets = {f.target for f in self.plan.findings if f.kind is finding}
+        return sum(
+            1
+            for a in self.applied
+            if a.result is ActionResult.APPLIED and a.action.target in targets and (not kinds or a.action.kind in kinds)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain data: the CLI's `--json` (kind `reconcile`) and the Lambda's result."""
@@ -237,4 +279,7 @@ def _active(record: Any) -> ActiveRun:
         execution_name=record.run.execution_name,
         execution_arn=record.execution_arn,
         bucket=record.bucket or "",
+        files=tuple(record.files),
+        announce_deadline=record.announce_deadline,
+        announcements=record.announcements,
     )

@@ -40,10 +40,29 @@ class ActiveRun:
     execution_name: str
     execution_arn: str | None = None
     bucket: str = ""
+    files: tuple[str, ...] = ()
+    announce_deadline: str = ""  # a message for it may be on its way to a router until then
+    announcements: int = 0  # times the reconciler announced it again
 
     @property
     def last_change(self) -> datetime:
-        return datetime.fromisoformat(self.updated_at.replace("Z", "+00:00"))
+        return _parse(self.updated_at)
+
+    @property
+    def announced_until(self) -> datetime:
+        """The later of its last change and its announce deadline (records written before the
+        deadline existed count from their last change)."""
+        if not self.announce_deadline:
+            return self.last_change
+        return max(self.last_change, _parse(self.announce_deadline))
+
+    @property
+    def target(self) -> str:
+        return f"{self.job_id}@{self.started_at}"
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,10 @@ class ReconcileSettings:
     # Releasing more holders than this share of the max at once suspects the observer, not the world.
     implausible_share: float = 0.5
     processing_mode: str = "realtime"
+    # A run announced this many times by the reconciler that never started is marked FAILED.
+    max_announcements: int = 3
+    # A QUEUED run older than this, with nothing moving for as long, is a stalled backlog.
+    stall_seconds: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +94,12 @@ class Observation:
     described: Mapping[str, ExecutionOutcome]
     active_runs: tuple[ActiveRun, ...]
     settings: ReconcileSettings
+    # For each overdue QUEUED run of realtime ingest (by target): how many of its files' object
+    # claims name it. 0: a candidate that lost the claim race; absent: not looked at.
+    claimed_files: Mapping[str, int] = field(default_factory=dict)
+    # When a run last ended, if the oldest QUEUED run is older than the stall window (else None:
+    # not looked up, as nothing can be stalled).
+    last_run_ended: datetime | None = None
 
     @property
     def drift(self) -> int:
@@ -85,6 +114,7 @@ class FindingKind(StrEnum):
     ORPHAN_EXECUTION = "orphan_execution"
     COUNT_MISMATCH = "count_mismatch"
     STUCK_RUN = "stuck_run"
+    UNANNOUNCED_RUN = "unannounced_run"
     IMPLAUSIBLE_DRIFT = "implausible_drift"
     REPAIRS_CAPPED = "repairs_capped"
 
@@ -94,6 +124,7 @@ class ActionKind(StrEnum):
     SET_COUNT = "set_count"  # conditional on the observed version
     MARK_RUN_FAILED = "mark_run_failed"  # conditional on the observed status and updated_at
     REANNOUNCE_RUN = "reannounce_run"  # the deterministic name makes a second message harmless
+    DELETE_UNCLAIMED_RUN = "delete_unclaimed_run"  # conditional on the observed status and updated_at
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ The rules, in the order their actions are applied:
 - stuck_run: an active run whose execution has ended, or an IN_PROGRESS run with no execution
   past the grace, and no holder -> marked FAILED from the execution's real outcome, or announced
   again when it never started. (Batch mode retries FAILED runs itself.)
+- unannounced_run: a QUEUED run whose announce deadline (the latest message's delivery time,
+  moved on by every capacity wait) passed more than the grace ago: no message for it can be on
+  its way (ingest died before sending, or the message was lost) -> announced again, at most
+  `max_announcements` times, then FAILED with the reason. A realtime run none of whose files'
+  claims names it is a candidate that lost the claim race -> deleted.
 At most `max_repairs` actions a run; the rest wait for the next run (repairs_capped).
 """
 
@@ -37,12 +42,14 @@ from monitors.reconcile.model import (
     Holder,
     Observation,
     Plan,
+    ReconcileSettings,
 )
+from pipeline.repairs import MAX_CAUSE_CHARS, failure_fields
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.executions import ExecutionOutcome
 
 STUCK_ERROR = "ReconcilerStuckRun"
-MAX_CAUSE_CHARS = 1000
+NEVER_STARTED_ERROR = "ReconcilerNeverStarted"
 
 
 def plan(observation: Observation) -> Plan:
@@ -92,7 +99,7 @@ def plan(observation: Observation) -> Plan:
             findings.append(Finding(FindingKind.LEAKED_SLOT, holder.name, f"its execution ended {status}"))
             releases.append(_release(holder, f"execution ended {status}"))
             if run is not None and outcome.status is not None and outcome.status.is_failure:
-                follow_ups.append(_mark_failed(run, outcome.error or f"Execution{status.title().replace('_', '')}", outcome.cause or f"execution ended {status}"))
+                follow_ups.append(_mark_from_outcome(run, outcome))
         elif _age(now, holder.since) > settings.grace_seconds:
             age = int(_age(now, holder.since))
             findings.append(
@@ -124,14 +131,20 @@ def plan(observation: Observation) -> Plan:
             )
 
     for run in observation.active_runs:
-        if run.status is JobStatus.QUEUED or run.execution_name in running or run.execution_name in held:
+        if run.execution_name in running or run.execution_name in held:
+            continue
+        if run.status is JobStatus.QUEUED:
+            unannounced = _unannounced_action(run, observation, now)
+            if unannounced is not None:
+                findings.append(Finding(FindingKind.UNANNOUNCED_RUN, run.target, unannounced.reason))
+                actions.append(unannounced)
             continue
         outcome = observation.described.get(run.execution_name)
         if outcome is None or outcome.status is ExecutionStatus.RUNNING:
             continue
         if outcome.exists and not _ended_before_grace(outcome, now, settings.grace_seconds):
             continue
-        stuck = _stuck_run_action(run, outcome, now, settings.grace_seconds)
+        stuck = _stuck_run_action(run, outcome, now, settings)
         if stuck is not None:
             findings.append(Finding(FindingKind.STUCK_RUN, _run_target(run), stuck.reason))
             actions.append(stuck)
@@ -148,23 +161,52 @@ def plan(observation: Observation) -> Plan:
     return Plan(tuple(findings), tuple(actions))
 
 
-def _stuck_run_action(run: ActiveRun, outcome: ExecutionOutcome, now: datetime, grace: float) -> Action | None:
+def overdue(run: ActiveRun, now: datetime, grace: float) -> bool:
+    """No message for the run can still be on its way to a router, nor a router be inside one."""
+    return _age(now, run.announced_until) > grace
+
+
+def _unannounced_action(run: ActiveRun, observation: Observation, now: datetime) -> Action | None:
+    settings = observation.settings
+    if not overdue(run, now, settings.grace_seconds):
+        return None
+    if observation.claimed_files.get(run.target) == 0:
+        return Action(
+            ActionKind.DELETE_UNCLAIMED_RUN,
+            run.target,
+            "a candidate run that holds no file's claim: it lost the claim race",
+            expected={"job_id": run.job_id, "started_at": run.started_at, "status": run.status.value, "updated_at": run.updated_at},
+        )
+    return _announce_or_give_up(run, settings, "QUEUED and no message for it is on its way")
+
+
+def _announce_or_give_up(run: ActiveRun, settings: ReconcileSettings, why: str) -> Action:
+    if run.announcements >= settings.max_announcements:
+        return _mark_failed(run, NEVER_STARTED_ERROR, f"{why}; announced {run.announcements} times and never started")
+    return _reannounce(run, why)
+
+
+def _stuck_run_action(run: ActiveRun, outcome: ExecutionOutcome, now: datetime, settings: ReconcileSettings) -> Action | None:
     if outcome.exists:
-        status = outcome.status.value if outcome.status else "?"
         if outcome.status is ExecutionStatus.SUCCEEDED:
             return _mark_failed(run, STUCK_ERROR, f"its execution SUCCEEDED but the run stayed {run.status.value}")
-        return _mark_failed(
-            run, outcome.error or f"Execution{status.title().replace('_', '')}", outcome.cause or f"execution ended {status}"
-        )
-    if _age(now, run.last_change) <= grace:
+        return _mark_from_outcome(run, outcome)
+    if not overdue(run, now, settings.grace_seconds):
         return None
     if run.status is JobStatus.IN_PROGRESS:
-        return _reannounce(run, "IN_PROGRESS with no execution and no slot: never started")
+        return _announce_or_give_up(run, settings, "IN_PROGRESS with no execution and no slot: never started")
     return _mark_failed(run, STUCK_ERROR, f"{run.status.value} with no execution")
 
 
 def _release(holder: Holder, reason: str) -> Action:
     return Action(ActionKind.RELEASE_HOLDER, holder.name, reason, expected={"acquired_at": holder.acquired_at})
+
+
+def _mark_from_outcome(run: ActiveRun, outcome: ExecutionOutcome) -> Action:
+    """FAILED with the execution's own error and cause, or the shared defaults (ExecutionTimedOut...)."""
+    assert outcome.status is not None
+    fields = failure_fields(outcome.status, outcome.error, outcome.cause)
+    return _mark_failed(run, fields["error"], fields["cause"])
 
 
 def _mark_failed(run: ActiveRun, error: str, cause: str) -> Action:
@@ -182,13 +224,18 @@ def _reannounce(run: ActiveRun, reason: str) -> Action:
         ActionKind.REANNOUNCE_RUN,
         _run_target(run),
         reason,
-        expected={"job_id": run.job_id, "started_at": run.started_at, "status": run.status.value},
+        expected={
+            "job_id": run.job_id,
+            "started_at": run.started_at,
+            "status": run.status.value,
+            "announce_deadline": run.announce_deadline,
+        },
         values={"bucket": run.bucket},
     )
 
 
 def _run_target(run: ActiveRun) -> str:
-    return f"{run.job_id}@{run.started_at}"
+    return run.target
 
 
 def _ended_before_grace(outcome: ExecutionOutcome, now: datetime, grace: float) -> bool:

@@ -54,7 +54,10 @@ def settings() -> Settings:
 
 @built_once
 def tracking_store() -> TrackingStore:
-    return TrackingStore(settings().require("tracking_table"), client("dynamodb"))
+    """Claims (the coordination table) are read by the reconciler; writing them is ingest's alone."""
+    return TrackingStore(
+        settings().require("tracking_table"), client("dynamodb"), claims_table=settings().coordination_table or ""
+    )
 
 
 @built_once

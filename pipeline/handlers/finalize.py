@@ -58,6 +58,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             client("dynamodb"),
             settings.require("tracking_table"),
         )
+    emit(Metric.RUN_FILE_FAILURE_PERCENT, round(100 * float(result.get("failed_share", 0.0)), 2))
     logger.info(
         "run accounted for",
         extra={"phase": event.get("phase"), "within_tolerance": result["within_tolerance"], "counts": result["counts"]},

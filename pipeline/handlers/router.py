@@ -101,6 +101,8 @@ def route_record(record: SQSRecord) -> None:
         emit(Metric.ROUTER_FAILURES)
         if fields["reason"] in _REASON_METRIC:
             emit(_REASON_METRIC[fields["reason"]])
+        if isinstance(exc, StartExecutionError) and exc.released:
+            emit(Metric.SLOTS_RELEASED)
         logger.error("job message not routed; SQS retries it, then the DLQ", extra=fields)
         raise
 

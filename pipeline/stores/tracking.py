@@ -95,6 +95,10 @@ class RunRecord:
     cause: str | None = None
     mapping_s3_key: str | None = None
     redaction_results: Mapping[str, Any] = field(default_factory=dict)
+    # Until when a message announcing the run may still be on its way to a router (the latest
+    # send's delay, extended by capacity waits); past it plus a grace, the run is unannounced.
+    announce_deadline: str = ""
+    announcements: int = 0  # times the reconciler announced it again
 
     @property
     def run(self) -> RunRef:
@@ -118,6 +122,8 @@ class RunRecord:
             cause=data.get("cause"),
             mapping_s3_key=data.get("mapping_s3_key"),
             redaction_results=data.get("redaction_results") or {},
+            announce_deadline=data.get("announce_deadline", ""),
+            announcements=int(data.get("announcements", 0)),
         )
 
 
@@ -243,12 +249,13 @@ class TrackingStore:
         extra: Mapping[str, Any] | None = None,
         *,
         lead: bool = True,
+        announce_delay: int = 0,
     ) -> bool:
         """Write a new QUEUED run and (with `lead`) point the job's head at it. False if it exists."""
         try:
             self._client.put_item(
                 TableName=self._table,
-                Item=_queued_run_item(run, files, bucket, now, extra),
+                Item=_queued_run_item(run, files, bucket, now, extra, announce_delay),
                 ConditionExpression="attribute_not_exists(job_id)",
             )
         except Exception as exc:
@@ -308,13 +315,14 @@ class TrackingStore:
             record.job_id: record for record in (RunRecord.from_item(i) for i in self._batch_get(run_keys))
         }
 
-    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _batch_get(self, keys: list[dict[str, Any]], table: str | None = None) -> list[dict[str, Any]]:
+        table = table or self._table
         items: list[dict[str, Any]] = []
         for start in range(0, len(keys), _BATCH_GET_LIMIT):
-            request = {self._table: {"Keys": keys[start : start + _BATCH_GET_LIMIT], "ConsistentRead": True}}
+            request = {table: {"Keys": keys[start : start + _BATCH_GET_LIMIT], "ConsistentRead": True}}
             for attempt in range(8):
                 response = self._client.batch_get_item(RequestItems=request)
-                items.extend(response.get("Responses", {}).get(self._table, []))
+                items.extend(response.get("Responses", {}).get(table, []))
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break
@@ -362,6 +370,24 @@ class TrackingStore:
                 if len(records) >= limit:
                     return records
         return records
+
+    def last_ended_after(self, after: str) -> str | None:
+        """When the latest run ended after `after` (COMPLETE or FAILED), or None: one item read
+        per status, newest first, from the `by-status` index."""
+        latest: list[str] = []
+        for status in (JobStatus.COMPLETE, JobStatus.FAILED):
+            response = self._client.query(
+                TableName=self._table,
+                IndexName=STATUS_INDEX,
+                KeyConditionExpression="#status = :s AND updated_at > :after",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":s": {"S": status.value}, ":after": {"S": after}},
+                ScanIndexForward=False,
+                Limit=1,
+                ProjectionExpression="updated_at",
+            )
+            latest += [item["updated_at"]["S"] for item in response.get("Items", [])]
+        return max(latest, default=None)
 
     def count_by_status(self) -> dict[JobStatus, int]:
         """How many runs are in each status (index queries that count, never a table scan)."""
@@ -465,6 +491,90 @@ class TrackingStore:
             if not _is_condition_failure(exc):
                 raise
 
+    # -- announcements: is a message for the run still on its way? (the reconciler asks) -----
+
+    def extend_announcement(self, run: RunRef, deadline: datetime) -> bool:
+        """A message for the run was sent again (a capacity wait, a redelivery): it is announced
+        until `deadline`. Only while it has no execution; False when it moved on (nothing to say)."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run.job_id, run.started_at),
+                UpdateExpression="SET announce_deadline = :d",
+                ConditionExpression=(
+                    "attribute_exists(job_id) AND attribute_not_exists(execution_arn) AND #status IN (:q, :p)"
+                ),
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":d": {"S": format_timestamp(deadline)},
+                    ":q": {"S": JobStatus.QUEUED.value},
+                    ":p": {"S": JobStatus.IN_PROGRESS.value},
+                },
+            )
+        except Exception as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def record_reannouncement(
+        self, run: RunRef, now: datetime, *, expected_status: JobStatus, expected_deadline: str
+    ) -> bool:
+        """The reconciler is about to announce the run again: count it and restart its deadline,
+        conditional on the run being exactly as observed (a router that refreshed the deadline or
+        started the run meanwhile wins). Written before the message is sent: a crash in between
+        leaves an overdue run that the next reconcile finds again."""
+        condition = "#status = :s AND attribute_not_exists(execution_arn) AND "
+        values: dict[str, Any] = {
+            ":s": {"S": expected_status.value},
+            ":now": {"S": format_timestamp(now)},
+            ":one": {"N": "1"},
+        }
+        if expected_deadline:
+            condition += "announce_deadline = :d"
+            values[":d"] = {"S": expected_deadline}
+        else:
+            condition += "attribute_not_exists(announce_deadline)"
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run.job_id, run.started_at),
+                UpdateExpression="SET announce_deadline = :now ADD announcements :one",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+            )
+        except Exception as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def delete_unclaimed_run(self, run: RunRef, *, expected_updated_at: str) -> bool:
+        """Delete a QUEUED run that holds no file's claim (a candidate that lost the claim race),
+        conditional on it being unchanged since observed; the job's pending pointer follows."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=self._key(run.job_id, run.started_at),
+                ConditionExpression="#status = :q AND updated_at = :u AND attribute_not_exists(execution_arn)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":q": {"S": JobStatus.QUEUED.value}, ":u": {"S": expected_updated_at}},
+            )
+        except Exception as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        self.clear_pending(run)
+        return True
+
+    def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]:
+        """Which run each object's claim names (objects with no claim are absent)."""
+        doc_keys = [{"doc_key": {"S": claim_key(bucket, key)}} for key in dict.fromkeys(keys)]
+        items = self._batch_get(doc_keys, self._require_claims_table())
+        claims = (ObjectClaim.from_item(item) for item in items)
+        return {claim.key: claim.run for claim in claims}
+
     def object_claim(self, bucket: str, key: str) -> ObjectClaim | None:
         """The object's claim as last written (a consistent read: a retry must see its first try)."""
         response = self._client.get_item(
@@ -475,7 +585,9 @@ class TrackingStore:
         item = response.get("Item")
         return ObjectClaim.from_item(item) if item else None
 
-    def open_run_with_claim(self, claim: ObjectClaim, bucket: str, now: datetime) -> ClaimWrite:
+    def open_run_with_claim(
+        self, claim: ObjectClaim, bucket: str, now: datetime, announce_delay: int = 0
+    ) -> ClaimWrite:
         """Atomically: write `claim.run` QUEUED holding the object, make it the job's pending run
         (only if the job has none), and write the claim (only if it is still at the revision the
         caller read). Nothing is written unless all three hold: no run without its pointer and
@@ -494,7 +606,7 @@ class TrackingStore:
         new_run = {
             "Put": {
                 "TableName": self._table,
-                "Item": _queued_run_item(run, [claim.key], bucket, now),
+                "Item": _queued_run_item(run, [claim.key], bucket, now, announce_delay=announce_delay),
                 "ConditionExpression": "attribute_not_exists(job_id)",
             }
         }
@@ -610,11 +722,17 @@ class TrackingStore:
 
 
 def _queued_run_item(
-    run: RunRef, files: Iterable[str], bucket: str, now: datetime, extra: Mapping[str, Any] | None = None
+    run: RunRef,
+    files: Iterable[str],
+    bucket: str,
+    now: datetime,
+    extra: Mapping[str, Any] | None = None,
+    announce_delay: int = 0,
 ) -> dict[str, Any]:
     """A new QUEUED run as a DynamoDB item (one definition for batch and realtime creation)."""
     stamp = format_timestamp(now)
     item = {
+        "announce_deadline": format_timestamp(now + timedelta(seconds=announce_delay)),
         "job_id": run.job_id,
         "started_at": run.started_at,
         "status": JobStatus.QUEUED.value,

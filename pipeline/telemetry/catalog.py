@@ -1,8 +1,12 @@
-"""The metric catalog: the single source of truth for every metric the pipeline emits.
+"""The metric catalog: the single source of truth for every metric the pipeline is watched by.
 
-Each entry names the metric, its unit, its dimensions and what it means. Handlers emit only
-through `pipeline.telemetry.metrics.emit(Metric.X, value)`; dashboards, alarms and docs read this.
-Dimensions stay low-cardinality: a job id is a log/metadata property, never a dimension.
+Each entry names the metric, its unit, its dimensions, what it means, the statistic and period it
+is read with, and the functions that emit it (a test checks the last against the handlers' code).
+Handlers emit only through `pipeline.telemetry.metrics.emit(Metric.X, value)`; dashboards,
+alarms and docs read this. Dimensions stay low-cardinality: a job id is a log/metadata property,
+never a dimension. The AWS-native metrics the alarms and dashboards read (SQS, Lambda, Step
+Functions, DynamoDB) are catalogued here too (`AWS_CATALOG`), by the kind of resource they
+describe, so that nothing downstream names a metric this module does not know.
 """
 
 from __future__ import annotations
@@ -23,11 +27,31 @@ class Unit(StrEnum):
     PERCENT = "Percent"
 
 
+class Function(StrEnum):
+    """The functions that emit pipeline metrics, by their logical id in template.yaml (the
+    `function` dimension carries the deployed name: `!Ref <logical id>`)."""
+
+    INGEST = "IngestFunction"
+    ROUTER = "RouterFunction"
+    BATCH_TRIGGER = "BatchTriggerFunction"
+    TRACKER = "WorkflowTrackerFunction"
+    RECONCILER = "ReconcilerFunction"
+    DETECT = "DetectFunction"
+    GENERATE_SYNTHETIC = "GenerateSyntheticFunction"
+    REDACT = "RedactFunction"
+    FINALIZE = "FinalizeFunction"
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     name: str
     unit: Unit
     description: str
+    emitters: tuple[Function, ...]
+    # How dashboards and alarms read it by default: counts are summed per minute; gauges the
+    # reconciler samples every run are read as their maximum over its schedule.
+    statistic: str = "Sum"
+    period: int = 60
     dimensions: tuple[str, ...] = STANDARD_DIMENSIONS
 
 
@@ -67,73 +91,267 @@ class Metric(StrEnum):
     LEAKED_SLOTS_RELEASED = "LeakedSlotsReleased"
     ORPHAN_EXECUTIONS = "OrphanExecutions"
     STUCK_RUNS_REPAIRED = "StuckRunsRepaired"
+    UNANNOUNCED_RUNS_REPAIRED = "UnannouncedRunsRepaired"
     RECONCILE_RACES_LOST = "ReconcileRacesLost"
     IMPLAUSIBLE_DRIFT = "ImplausibleDrift"
+    SLOTS_FULL_IDLE = "SlotsFullIdle"
+    BACKLOG_STALLED = "BacklogStalled"
+    OLDEST_QUEUED_AGE = "OldestQueuedAge"
+    RUN_FILE_FAILURE_PERCENT = "RunFileFailurePercent"
 
 
-_C, _S = Unit.COUNT, Unit.SECONDS
+def _reconciler_specs() -> tuple[MetricSpec, ...]:
+    """What the reconciler emits on every run, zeros included, so no alarm on it starves."""
+
+    def gauge(metric: Metric, description: str, unit: Unit = Unit.COUNT, statistic: str = "Maximum") -> MetricSpec:
+        return MetricSpec(metric, unit, description, (Function.RECONCILER,), statistic, RECONCILE_PERIOD)
+
+    def repairs(metric: Metric, description: str) -> MetricSpec:
+        return MetricSpec(metric, Unit.COUNT, description, (Function.RECONCILER,), "Sum", RECONCILE_PERIOD)
+
+    return (
+        repairs(Metric.RECONCILE_RUNS, "Reconciler runs (heartbeat: one per run; its absence pages)."),
+        gauge(Metric.CONCURRENCY_ACTIVE, "active_count as the reconciler read it (slots held)."),
+        gauge(Metric.WORKFLOWS_RUNNING, "Executions of the state machine RUNNING when the reconciler listed them."),
+        gauge(
+            Metric.COUNTER_DRIFT,
+            "active_count minus the router-started executions running: positive = slots held by nothing.",
+        ),
+        repairs(
+            Metric.LEAKED_SLOTS_RELEASED,
+            "Slots the reconciler released: held for an execution that ended, or for none past the grace period.",
+        ),
+        gauge(
+            Metric.ORPHAN_EXECUTIONS,
+            "Running executions that hold no slot (started by hand or redriven); reported, never stopped.",
+        ),
+        repairs(
+            Metric.STUCK_RUNS_REPAIRED,
+            "Active runs brought to their execution's outcome, or announced again when they never started, by the reconciler.",
+        ),
+        repairs(
+            Metric.UNANNOUNCED_RUNS_REPAIRED,
+            "QUEUED runs with no message on its way, announced again (or failed after too many tries, or "
+            "deleted when no file's claim names them) by the reconciler.",
+        ),
+        repairs(
+            Metric.RECONCILE_RACES_LOST,
+            "Repairs refused because the world changed since the observation; retried next run.",
+        ),
+        gauge(
+            Metric.IMPLAUSIBLE_DRIFT,
+            "1 when the reconciler would release too many slots at once and released none: suspect its view "
+            "(state machine ARN, permissions) before the pipeline.",
+        ),
+        gauge(
+            Metric.SLOTS_FULL_IDLE,
+            "1 when every slot is taken and no router-started execution runs: the stall signature.",
+        ),
+        gauge(
+            Metric.BACKLOG_STALLED,
+            "1 when a run has waited QUEUED longer than the stall window and no run moved in that window.",
+        ),
+        gauge(
+            Metric.OLDEST_QUEUED_AGE,
+            "Seconds the oldest QUEUED run has waited (0 when none waits): SQS's own message age resets at "
+            "every capacity wait and cannot show it.",
+            Unit.SECONDS,
+        ),
+    )
+
+
+
+_C, _S, _P = Unit.COUNT, Unit.SECONDS, Unit.PERCENT
+_F = Function
+# The reconciler samples its gauges once a run (the template's default schedule: 5 minutes).
+RECONCILE_PERIOD = 300
 CATALOG: dict[Metric, MetricSpec] = {
     spec.name: spec  # type: ignore[misc]
     for spec in (
-        MetricSpec(Metric.FILES_INGESTED, _C, "S3 objects accepted by ingest and added to a queued run."),
-        MetricSpec(Metric.JOBS_QUEUED, _C, "Runs written QUEUED and announced on the main queue."),
-        MetricSpec(Metric.JOBS_STARTED, _C, "Executions started by the router (one per run)."),
-        MetricSpec(Metric.CAPACITY_WAITS, _C, "Messages deferred because every slot was busy (waiting, not failing)."),
+        MetricSpec(Metric.FILES_INGESTED, _C, "S3 objects accepted by ingest and added to a queued run.", (_F.INGEST,)),
+        MetricSpec(
+            Metric.JOBS_QUEUED,
+            _C,
+            "Runs written QUEUED and announced on the main queue (ingest: a new run; batch: every run queued).",
+            (_F.INGEST, _F.BATCH_TRIGGER),
+        ),
+        MetricSpec(Metric.JOBS_STARTED, _C, "Executions started by the router (one per run).", (_F.ROUTER,)),
+        MetricSpec(
+            Metric.CAPACITY_WAITS, _C, "Messages deferred because every slot was busy (waiting, not failing).", (_F.ROUTER,)
+        ),
         MetricSpec(
             Metric.START_EXECUTION_FAILURES,
             _C,
             "StartExecution calls that failed with no execution of the name found; the message is retried "
             "(the slot is given back only if no other router carries on under it).",
+            (_F.ROUTER,),
         ),
         MetricSpec(
             Metric.ROUTER_FAILURES,
             _C,
             "Main-queue messages the router failed to route, any reason (the `reason` field of its one ERROR "
             "log line says which); retried, then the DLQ.",
-        ),
-        MetricSpec(Metric.DUPLICATE_DELIVERIES, _C, "Messages for runs already started or finished (redelivery, redrive)."),
-        MetricSpec(Metric.MALFORMED_MESSAGES, _C, "Main-queue messages that can never be processed; they go to the DLQ."),
-        MetricSpec(Metric.SLOTS_ACQUIRED, _C, "Semaphore slots taken by the router."),
-        MetricSpec(Metric.SLOTS_RELEASED, _C, "Semaphore slots given back (tracker, router, batch trigger)."),
-        MetricSpec(Metric.DUPLICATE_RELEASES, _C, "Releases that found no holder: a duplicate or late event, nothing changed."),
-        MetricSpec(Metric.UNSUPPORTED_FILES, _C, "Files skipped for their extension, recorded as unsupported."),
-        MetricSpec(Metric.EMPTY_FILES, _C, "Empty files, recorded as empty; not failures."),
-        MetricSpec(Metric.FILES_DETECTED, _C, "Files scanned for PII."),
-        MetricSpec(Metric.PII_ENTITIES_DETECTED, _C, "PII entities found (all types)."),
-        MetricSpec(Metric.FILES_REDACTED, _C, "Redacted copies written to the output bucket."),
-        MetricSpec(Metric.FILE_FAILURES, _C, "Files that failed detection or redaction, recorded with key and error."),
-        MetricSpec(Metric.SYNTHETIC_VALUES_GENERATED, _C, "Distinct synthetic replacements generated for a job."),
-        MetricSpec(Metric.JOBS_SUCCEEDED, _C, "Runs that ended COMPLETE."),
-        MetricSpec(Metric.JOBS_FAILED, _C, "Runs marked FAILED (execution failed, timed out, aborted, or reclaimed)."),
-        MetricSpec(Metric.JOB_DURATION, _S, "Seconds from a run's start to its terminal status."),
-        MetricSpec(Metric.QUEUE_WAIT, _S, "Seconds a run waited between QUEUED and its execution start."),
-        MetricSpec(Metric.BATCH_JOBS_SCHEDULED, _C, "Jobs the batch trigger queued (new, retried or reclaimed)."),
-        MetricSpec(Metric.STALE_JOBS_RECLAIMED, _C, "Active jobs with no progress past the stale window, reclaimed."),
-        MetricSpec(Metric.STALE_STATUS_WRITES, _C, "Status writes refused because they would move a job backwards."),
-        MetricSpec(Metric.RECONCILE_RUNS, _C, "Reconciler runs (heartbeat: one per run; its absence pages)."),
-        MetricSpec(Metric.CONCURRENCY_ACTIVE, _C, "active_count as the reconciler read it (slots held)."),
-        MetricSpec(Metric.WORKFLOWS_RUNNING, _C, "Executions of the state machine RUNNING when the reconciler listed them."),
-        MetricSpec(
-            Metric.COUNTER_DRIFT,
-            _C,
-            "active_count minus the router-started executions running: positive = slots held by nothing.",
+            (_F.ROUTER,),
         ),
         MetricSpec(
-            Metric.LEAKED_SLOTS_RELEASED,
+            Metric.DUPLICATE_DELIVERIES,
             _C,
-            "Slots the reconciler released: held for an execution that ended, or for none past the grace period.",
+            "Deliveries for files or runs already accounted for (redelivery, redrive, re-announcement).",
+            (_F.INGEST, _F.ROUTER),
         ),
-        MetricSpec(Metric.ORPHAN_EXECUTIONS, _C, "Running executions that hold no slot (started by hand or redriven); reported, never stopped."),
-        MetricSpec(Metric.STUCK_RUNS_REPAIRED, _C, "Active runs brought to their execution's outcome, or announced again, by the reconciler."),
-        MetricSpec(Metric.RECONCILE_RACES_LOST, _C, "Repairs refused because the world changed since the observation; retried next run."),
         MetricSpec(
-            Metric.IMPLAUSIBLE_DRIFT,
-            _C,
-            "1 when the reconciler would release too many slots at once and released none: suspect its view "
-            "(state machine ARN, permissions) before the pipeline.",
+            Metric.MALFORMED_MESSAGES, _C, "Main-queue messages that can never be processed; they go to the DLQ.", (_F.ROUTER,)
         ),
+        MetricSpec(Metric.SLOTS_ACQUIRED, _C, "Semaphore slots taken by the router.", (_F.ROUTER,)),
+        MetricSpec(
+            Metric.SLOTS_RELEASED,
+            _C,
+            "Semaphore slots given back, by every releaser: the tracker, the router (a refused start), the "
+            "batch trigger's reclaim and the reconciler.",
+            (_F.ROUTER, _F.BATCH_TRIGGER, _F.TRACKER, _F.RECONCILER),
+        ),
+        MetricSpec(
+            Metric.DUPLICATE_RELEASES,
+            _C,
+            "Releases that found no holder: a duplicate or late event, nothing changed.",
+            (_F.TRACKER,),
+        ),
+        MetricSpec(
+            Metric.UNSUPPORTED_FILES, _C, "Files skipped for their extension, recorded as unsupported.", (_F.ROUTER,)
+        ),
+        MetricSpec(Metric.EMPTY_FILES, _C, "Empty files, recorded as empty; not failures.", (_F.DETECT,)),
+        MetricSpec(Metric.FILES_DETECTED, _C, "Files scanned for PII.", (_F.DETECT,)),
+        MetricSpec(Metric.PII_ENTITIES_DETECTED, _C, "PII entities found (all types).", (_F.DETECT,)),
+        MetricSpec(Metric.FILES_REDACTED, _C, "Redacted copies written to the output bucket.", (_F.REDACT,)),
+        MetricSpec(
+            Metric.FILE_FAILURES,
+            _C,
+            "Files that failed detection or redaction, recorded with key and error.",
+            (_F.DETECT, _F.FINALIZE),
+        ),
+        MetricSpec(
+            Metric.SYNTHETIC_VALUES_GENERATED,
+            _C,
+            "Distinct synthetic replacements generated for a job.",
+            (_F.GENERATE_SYNTHETIC,),
+        ),
+        MetricSpec(Metric.JOBS_SUCCEEDED, _C, "Runs that ended COMPLETE.", (_F.TRACKER,)),
+        MetricSpec(
+            Metric.JOBS_FAILED,
+            _C,
+            "Runs marked FAILED (execution failed, timed out or aborted; reclaimed; repaired by the reconciler).",
+            (_F.TRACKER, _F.BATCH_TRIGGER, _F.RECONCILER),
+        ),
+        MetricSpec(
+            Metric.JOB_DURATION, _S, "Seconds from a run's start to its terminal status.", (_F.TRACKER,), statistic="p90"
+        ),
+        MetricSpec(
+            Metric.QUEUE_WAIT,
+            _S,
+            "Seconds a run waited between QUEUED and its execution start.",
+            (_F.ROUTER,),
+            statistic="p90",
+        ),
+        MetricSpec(
+            Metric.BATCH_JOBS_SCHEDULED, _C, "Jobs the batch trigger queued (new, retried or reclaimed).", (_F.BATCH_TRIGGER,)
+        ),
+        MetricSpec(
+            Metric.STALE_JOBS_RECLAIMED,
+            _C,
+            "Active jobs with no progress past the stale window, reclaimed.",
+            (_F.BATCH_TRIGGER,),
+        ),
+        MetricSpec(
+            Metric.STALE_STATUS_WRITES,
+            _C,
+            "Status writes refused because they would move a job backwards.",
+            (_F.TRACKER,),
+        ),
+        MetricSpec(
+            Metric.RUN_FILE_FAILURE_PERCENT,
+            _P,
+            "Share of a run's files that failed, as each accounting step of the run counts them "
+            "(after detection, after redaction).",
+            (_F.FINALIZE,),
+            statistic="Average",
+            period=RECONCILE_PERIOD,
+        ),
+        *_reconciler_specs(),
     )
 }
+
+
+class ResourceKind(StrEnum):
+    """The kinds of template resource an AWS-native metric describes, with its dimension."""
+
+    QUEUE = "AWS::SQS::Queue"
+    FUNCTION = "AWS::Serverless::Function"
+    STATE_MACHINE = "AWS::Serverless::StateMachine"
+    TABLE = "AWS::DynamoDB::Table"
+
+
+AWS_DIMENSION: dict[ResourceKind, str] = {
+    ResourceKind.QUEUE: "QueueName",
+    ResourceKind.FUNCTION: "FunctionName",
+    ResourceKind.STATE_MACHINE: "StateMachineArn",
+    ResourceKind.TABLE: "TableName",
+}
+AWS_NAMESPACE: dict[ResourceKind, str] = {
+    ResourceKind.QUEUE: "AWS/SQS",
+    ResourceKind.FUNCTION: "AWS/Lambda",
+    ResourceKind.STATE_MACHINE: "AWS/States",
+    ResourceKind.TABLE: "AWS/DynamoDB",
+}
+
+
+@dataclass(frozen=True)
+class AwsMetricSpec:
+    """A metric AWS publishes about one of the template's resources (the sandbox publishes it too)."""
+
+    kind: ResourceKind
+    name: str
+    unit: Unit
+    description: str
+    statistic: str = "Sum"
+    period: int = 60
+
+    @property
+    def namespace(self) -> str:
+        return AWS_NAMESPACE[self.kind]
+
+    @property
+    def dimension(self) -> str:
+        return AWS_DIMENSION[self.kind]
+
+
+_Q, _L, _SM, _T = ResourceKind.QUEUE, ResourceKind.FUNCTION, ResourceKind.STATE_MACHINE, ResourceKind.TABLE
+AWS_CATALOG: dict[tuple[ResourceKind, str], AwsMetricSpec] = {
+    (spec.kind, spec.name): spec
+    for spec in (
+        AwsMetricSpec(_Q, "ApproximateNumberOfMessagesVisible", _C, "Messages ready to be received.", "Maximum"),
+        AwsMetricSpec(_Q, "ApproximateNumberOfMessagesNotVisible", _C, "Messages in flight (received, not deleted).", "Maximum"),
+        AwsMetricSpec(_Q, "ApproximateAgeOfOldestMessage", _S, "Age of the oldest message (reset by every re-send).", "Maximum"),
+        AwsMetricSpec(_L, "Invocations", _C, "Invocations of the function."),
+        AwsMetricSpec(_L, "Errors", _C, "Invocations that raised or timed out."),
+        AwsMetricSpec(_L, "Throttles", _C, "Invocations refused for concurrency."),
+        AwsMetricSpec(_L, "Duration", Unit.MILLISECONDS, "Milliseconds an invocation ran.", "p99"),
+        AwsMetricSpec(_L, "ConcurrentExecutions", _C, "Invocations running at once.", "Maximum"),
+        AwsMetricSpec(_SM, "ExecutionsStarted", _C, "Executions started."),
+        AwsMetricSpec(_SM, "ExecutionsSucceeded", _C, "Executions that succeeded."),
+        AwsMetricSpec(_SM, "ExecutionsFailed", _C, "Executions that failed."),
+        AwsMetricSpec(_SM, "ExecutionsTimedOut", _C, "Executions that timed out."),
+        AwsMetricSpec(_SM, "ExecutionsAborted", _C, "Executions stopped (by the batch reclaim or by hand)."),
+        AwsMetricSpec(_SM, "ExecutionThrottled", _C, "StartExecution and state transitions throttled."),
+        AwsMetricSpec(_T, "ReadThrottleEvents", _C, "Reads throttled by DynamoDB."),
+        AwsMetricSpec(_T, "WriteThrottleEvents", _C, "Writes throttled by DynamoDB (the semaphore's one item is hot)."),
+        AwsMetricSpec(_T, "ConditionalCheckFailedRequests", _C, "Conditional writes refused (lost races, duplicates)."),
+    )
+}
+
+
+def aws_metric(kind: ResourceKind, name: str) -> AwsMetricSpec:
+    """The catalogued AWS metric; KeyError for one the catalog does not know."""
+    return AWS_CATALOG[(kind, name)]
 
 
 def spec(metric: Metric) -> MetricSpec:
@@ -149,12 +367,32 @@ def render_markdown() -> str:
         "",
         f"Namespace `{NAMESPACE}`. Every metric carries the dimensions "
         + ", ".join(f"`{d}`" for d in STANDARD_DIMENSIONS)
-        + "; a job id is a log property, never a dimension.",
+        + "; a job id is a log property, never a dimension. `function` is the deployed name of the "
+        "emitting function (its logical id in template.yaml is listed).",
         "",
-        "| metric | unit | meaning |",
-        "|---|---|---|",
+        "| metric | unit | read as | emitted by | meaning |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| `{spec.name.value}` | {spec.unit.value} | {spec.description} |" for spec in CATALOG.values()]
+    lines += [
+        f"| `{spec.name.value}` | {spec.unit.value} | {spec.statistic} / {spec.period} s | "
+        f"{', '.join(emitter.value for emitter in spec.emitters)} | {spec.description} |"
+        for spec in CATALOG.values()
+    ]
+    lines += [
+        "",
+        "## AWS metrics",
+        "",
+        "What AWS publishes about the template's resources and the alarms and dashboards read (the sandbox "
+        "publishes the same).",
+        "",
+        "| namespace | metric | dimension | unit | read as | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {spec.namespace} | `{spec.name}` | {spec.dimension} | {spec.unit.value} | {spec.statistic} / {spec.period} s "
+        f"| {spec.description} |"
+        for spec in AWS_CATALOG.values()
+    ]
     return "\n".join(lines) + "\n"
 
 

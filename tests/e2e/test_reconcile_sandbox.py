@@ -214,7 +214,10 @@ def test_reconciling_every_second_during_30_jobs_repairs_nothing_that_was_correc
     run through 3 slots applies no action at all, and every file still ends terminal."""
     import time
 
-    sandbox = make_sandbox(MaxConcurrentWorkflows="3", ReconcileSchedule="rate(1 day)")
+    sandbox = make_sandbox(MaxConcurrentWorkflows="3")  # the scheduled reconciler runs too
+    # A new stack's heartbeat alarm is breaching until the reconciler's first run (AWS does the same).
+    wait_for(lambda: any(t.alarm_name == "pipeops-ReconcilerSilent" and t.new_state == "OK" for t in sandbox.alarms.transitions), 300)
+    healthy_since = len(sandbox.alarms.transitions)
     for index in range(30):
         put(sandbox, f"job-{index:02d}.txt", f"mail person{index}@corp.example\n".encode())
     applied_actions: list[dict[str, Any]] = []
@@ -236,3 +239,134 @@ def test_reconciling_every_second_during_30_jobs_repairs_nothing_that_was_correc
     assert sandbox.wait_until_idle(60)
     state = semaphore(sandbox).read()
     assert state.active_count == 0 and state.holders == {}
+    # A healthy run pages nobody: no alarm moved to ALARM, and every alarm is OK at the end.
+    sandbox.alarms.evaluate_now()
+    paged = [t.alarm_name for t in list(sandbox.alarms.transitions)[healthy_since:] if t.new_state == "ALARM"]
+    assert paged == []
+    # CloudWatch ignores missing data for AWS/DynamoDB alarms: with no throttle, they never leave
+    # INSUFFICIENT_DATA (documented AWS behaviour the sandbox's engine follows).
+    never_evaluated = {f"{table}{op}Throttles" for table in ("Tracking", "Coordination") for op in ("Read", "Write")}
+    not_ok = {name: state for name, state in alarm_states(sandbox).items() if state != "OK"}
+    assert not_ok == dict.fromkeys(never_evaluated, "INSUFFICIENT_DATA")
+
+
+def alarm_states(sandbox: Any) -> dict[str, str]:
+    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
+        AlarmNamePrefix="pipeops-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+    )
+    return {
+        alarm["AlarmName"].removeprefix("pipeops-"): alarm["StateValue"]
+        for page in pages
+        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
+    }
+
+
+def wait_for(predicate: Any, timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def test_a_lost_router_message_leaves_a_queued_run_that_reconcile_announces_again(
+    sandbox: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.queue import JobQueue
+
+    lost: list[Any] = []
+    real_send = JobQueue.send
+    monkeypatch.setattr(JobQueue, "send", lambda self, message, delay=0: lost.append(message) or "lost")
+    put(sandbox, "unheard.txt")  # ingest writes the run; its announcement never reaches the queue
+    wait_for(lambda: len(runs(sandbox)) == 1 and len(lost) == 1)
+    assert sandbox.wait_until_idle(60)
+    monkeypatch.setattr(JobQueue, "send", real_send)
+    [run] = runs(sandbox)
+    assert run.status is JobStatus.QUEUED and run.announce_deadline
+
+    code, fresh = reconcile()  # its message could still be in a router's hands
+    assert code == 0 and fresh["findings"] == []
+    code, dry = reconcile("--grace-seconds", "0")
+    assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [
+        ("unannounced_run", f"{run.job_id}@{run.started_at}")
+    ]
+    assert runs(sandbox)[0].announcements == 0
+
+    code, applied = reconcile("--apply", "--grace-seconds", "0")
+    assert [(a["kind"], a["result"]) for a in applied["actions"]] == [("reannounce_run", "applied")]
+    assert [a["action"]["S"] for a in audits(sandbox)] == ["reannounce_run"]
+    assert sandbox.wait_until_idle(120)
+    [done] = runs(sandbox)
+    assert done.status is JobStatus.COMPLETE
+    code, again = reconcile("--apply", "--grace-seconds", "0")
+    assert code == 0 and again["findings"] == []
+
+
+def test_a_candidate_run_that_lost_the_claim_race_is_deleted(sandbox: Any) -> None:
+    """A QUEUED run holding a file whose claim names another run (an ingest of an older version
+    that died after writing it): announcing it would process the file twice; it is deleted."""
+    from datetime import UTC, datetime
+
+    from pipeline.jobs import RunRef, format_timestamp
+    from pipeline.stores.tracking import TrackingStore
+
+    put(sandbox, "claimed.txt")
+    assert sandbox.wait_until_idle(120)
+    [processed] = runs(sandbox)
+    assert processed.status is JobStatus.COMPLETE
+    store = TrackingStore(sandbox.outputs["TrackingTableName"], sandbox.client("dynamodb"))
+    candidate = RunRef("claimed.txt", format_timestamp(datetime.now(UTC)))
+    assert store.create_run(candidate, ["claimed.txt"], sandbox.outputs["InputBucketName"], datetime.now(UTC), lead=False)
+
+    code, dry = reconcile("--grace-seconds", "0")
+    target = f"{candidate.job_id}@{candidate.started_at}"
+    assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [("unannounced_run", target)]
+    # The scheduled Lambda sees the same under its own role (the claims are read with BatchGetItem).
+    invoked = sandbox.client("lambda").invoke(
+        FunctionName=sandbox.outputs["ReconcilerFunctionName"], Payload=b'{"dry_run": true}'
+    )
+    assert "FunctionError" not in invoked, invoked["Payload"].read()
+
+    code, applied = reconcile("--apply", "--grace-seconds", "0")
+    assert [(a["kind"], a["result"]) for a in applied["actions"]] == [("delete_unclaimed_run", "applied")]
+    assert [run.run for run in runs(sandbox)] == [processed.run]
+    assert [a["action"]["S"] for a in audits(sandbox)] == ["delete_unclaimed_run"]
+    code, again = reconcile("--apply", "--grace-seconds", "0")
+    assert code == 0 and again["findings"] == []
+
+
+def test_an_execution_started_by_hand_is_reported_and_never_stopped(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import pipeline.handlers.finalize as finalize_handler
+
+    release = threading.Event()
+    real_write_status = finalize_handler.write_status
+
+    def hold_the_first_step(event: Any, *args: Any, **kwargs: Any) -> Any:
+        release.wait(60)  # the hand-started execution stays RUNNING while the reconciler looks
+        return real_write_status(event, *args, **kwargs)
+
+    monkeypatch.setattr(finalize_handler, "write_status", hold_the_first_step)
+    sfn = sandbox.client("stepfunctions")
+    started = sfn.start_execution(
+        stateMachineArn=sandbox.outputs["StateMachineArn"], name="started-by-hand", input='{"note": "by hand"}'
+    )
+    try:
+        wait_for(lambda: sfn.describe_execution(executionArn=started["executionArn"])["status"] == "RUNNING")
+        code, dry = reconcile()
+        assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [("orphan_execution", "started-by-hand")]
+        code, applied = reconcile("--apply")
+        assert code == 1 and applied["actions"] == []  # reported, never acted on
+        assert [f["kind"] for f in applied["findings"]] == ["orphan_execution"]
+        assert sfn.describe_execution(executionArn=started["executionArn"])["status"] == "RUNNING"
+        state = semaphore(sandbox).read()
+        assert state.active_count == 0 and state.holders == {}  # never given a slot
+        assert audits(sandbox) == []
+    finally:
+        sfn.stop_execution(executionArn=started["executionArn"])
+        release.set()
+    assert sandbox.wait_until_idle(120)
+    code, again = reconcile("--apply")
+    assert code == 0 and again["findings"] == []

@@ -88,6 +88,37 @@ def joint_scenario(sem: Any, store: Any) -> list[Any]:
     return seen
 
 
+def announcement_scenario(store: Any) -> list[Any]:
+    """The announce deadline as the router, ingest and the reconciler move it, and the deletion of
+    a run no claim names, each with a stale and a current expectation."""
+    seen: list[Any] = []
+    at = [NOW + timedelta(seconds=s) for s in range(10)]
+
+    def step(outcome: Any, run: RunRef = RUN) -> None:
+        record = store.get_run(run)
+        seen.append((outcome, record and (record.status, record.announce_deadline, record.announcements)))
+
+    store.create_run(RUN, ["claims/a.txt"], "in", at[0], announce_delay=30)
+    store.create_run(OTHER, ["invoices/a.txt"], "in", at[0])
+    step(None)
+    step(store.extend_announcement(RUN, at[9]))
+    step(store.record_reannouncement(RUN, at[2], expected_status=JobStatus.QUEUED, expected_deadline=T[0]))  # stale
+    step(store.record_reannouncement(RUN, at[2], expected_status=JobStatus.QUEUED, expected_deadline=T[9]))
+    step(store.record_reannouncement(RUN, at[3], expected_status=JobStatus.IN_PROGRESS, expected_deadline=T[2]))
+    step(store.transition(RUN, JobStatus.IN_PROGRESS, at[4]) is not None)
+    step(store.extend_announcement(RUN, at[5]))  # IN_PROGRESS without an execution: still announced
+    store.record_execution(RUN, "arn:aws:states:us-east-1:123456789012:execution:sm:n", [])
+    step(store.extend_announcement(RUN, at[6]))  # started: nothing to announce
+    step(store.delete_unclaimed_run(OTHER, expected_updated_at=T[5]), OTHER)  # changed since observed
+    step(store.delete_unclaimed_run(OTHER, expected_updated_at=T[0]), OTHER)
+    step(store.delete_unclaimed_run(RUN, expected_updated_at=store.get_run(RUN).updated_at))  # not QUEUED
+    return seen
+
+
+def test_the_announcement_writes_give_the_same_results_and_states(real) -> None:
+    assert announcement_scenario(real[1]) == announcement_scenario(MemoryTrackingStore())
+
+
 @pytest.fixture
 def real(resources) -> tuple[Semaphore, TrackingStore]:
     ddb = resources.client("dynamodb")

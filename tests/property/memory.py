@@ -17,9 +17,9 @@ races happen in the real system.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
@@ -358,6 +358,8 @@ class _Run:
     queued_at: str
     execution_arn: str | None = None
     admission: str | None = None
+    announce_deadline: str = ""
+    announcements: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> RunRecord:
@@ -375,6 +377,8 @@ class _Run:
             failed_files=failed,
             error=self.extra.get("error"),
             cause=self.extra.get("cause"),
+            announce_deadline=self.announce_deadline,
+            announcements=self.announcements,
         )
 
 
@@ -383,6 +387,9 @@ class MemoryTrackingStore:
 
     def __init__(self, hook: Hook = no_hook, on_transition: Callable[[RunRef, JobStatus], None] | None = None) -> None:
         self.runs: dict[RunRef, _Run] = {}
+        # (bucket, key) -> the run holding it: a run made here stands for ingest's run written
+        # together with its files' claims (the real create_run, used by batch mode, writes none).
+        self.claims: dict[tuple[str, str], RunRef] = {}
         self.hook = hook
         self.on_transition = on_transition
 
@@ -395,13 +402,55 @@ class MemoryTrackingStore:
         extra: Mapping[str, Any] | None = None,
         *,
         lead: bool = True,
+        announce_delay: int = 0,
     ) -> bool:
         self.hook(f"tracking.create_run {run.job_id}")
         if run in self.runs:
             return False
         stamp = format_timestamp(now)
-        self.runs[run] = _Run(run.job_id, run.started_at, JobStatus.QUEUED, stamp, tuple(sorted(set(files))), bucket, stamp)
+        deadline = format_timestamp(now + timedelta(seconds=announce_delay))
+        self.runs[run] = _Run(
+            run.job_id, run.started_at, JobStatus.QUEUED, stamp, tuple(sorted(set(files))), bucket, stamp, announce_deadline=deadline
+        )
+        self.claims.update({(bucket, key): run for key in files})
         return True
+
+    def extend_announcement(self, run: RunRef, deadline: datetime) -> bool:
+        self.hook(f"tracking.extend_announcement {run.job_id}")
+        found = self.runs.get(run)
+        if found is None or found.execution_arn or found.status not in (JobStatus.QUEUED, JobStatus.IN_PROGRESS):
+            return False
+        found.announce_deadline = format_timestamp(deadline)
+        return True
+
+    def record_reannouncement(
+        self, run: RunRef, now: datetime, *, expected_status: JobStatus, expected_deadline: str
+    ) -> bool:
+        self.hook(f"tracking.record_reannouncement {run.job_id}")
+        found = self.runs.get(run)
+        if found is None or found.status is not expected_status or found.execution_arn:
+            return False
+        if found.announce_deadline != expected_deadline:
+            return False
+        found.announce_deadline, found.announcements = format_timestamp(now), found.announcements + 1
+        return True
+
+    def delete_unclaimed_run(self, run: RunRef, *, expected_updated_at: str) -> bool:
+        self.hook(f"tracking.delete_unclaimed_run {run.job_id}")
+        found = self.runs.get(run)
+        if found is None or found.status is not JobStatus.QUEUED or found.updated_at != expected_updated_at or found.execution_arn:
+            return False
+        del self.runs[run]
+        return True
+
+    def last_ended_after(self, after: str) -> str | None:
+        self.hook("tracking.last_ended_after")
+        ended = [r.updated_at for r in self.runs.values() if r.status in (JobStatus.COMPLETE, JobStatus.FAILED)]
+        return max((stamp for stamp in ended if stamp > after), default=None)
+
+    def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]:
+        self.hook("tracking.claimed_runs")
+        return {key: self.claims[(bucket, key)] for key in keys if (bucket, key) in self.claims}
 
     def get_run(self, run: RunRef) -> RunRecord | None:
         self.hook(f"tracking.get_run {run.job_id}")

@@ -347,9 +347,11 @@ class TestInProcess:
             )["Attributes"]
         )
         assert "NeverCreated" not in mini.resources and "NeverCreated" not in mini.skipped  # condition false
-        assert mini.skipped == {
-            "Composite": "moto's CloudFormation does not create AWS::CloudWatch::CompositeAlarm"
-        }
+        assert mini.skipped == {}
+        (composite,) = _client("cloudwatch").describe_alarms(
+            AlarmNames=[mini.resources["Composite"]], AlarmTypes=["CompositeAlarm"]
+        )["CompositeAlarms"]
+        assert composite["AlarmRule"] == f'ALARM("{mini.resources["TooManyErrors"]}")'
         assert mini.definition == ""
 
 

@@ -181,9 +181,50 @@ def test_an_in_progress_run_that_never_started_is_announced_again_after_the_grac
     assert plan(young).clean
 
 
-def test_queued_runs_are_left_to_the_router() -> None:
-    queued = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, run("q", JobStatus.QUEUED)), described={"q": ended("q", None)})
-    assert plan(queued).clean
+def queued(name: str, *, deadline: datetime, announcements: int = 0, updated: datetime = LONG_AGO) -> ActiveRun:
+    return replace(
+        run(name, JobStatus.QUEUED, updated), announce_deadline=stamp(deadline), announcements=announcements, files=("f.txt",)
+    )
+
+
+def test_a_queued_run_whose_message_may_still_arrive_is_left_to_the_router() -> None:
+    waiting = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, queued("q", deadline=NOW + timedelta(seconds=30))))
+    assert plan(waiting).clean
+    # Its deadline passed, but less than the grace ago: a router may be holding the message now.
+    delivered = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, queued("q", deadline=NOW - timedelta(seconds=60))))
+    assert plan(delivered).clean
+
+
+def test_a_queued_run_with_no_message_on_its_way_is_announced_again_conditionally() -> None:
+    lost = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, queued("q", deadline=LONG_AGO)))
+    assert kinds(lost) == ["unannounced_run"]
+    [action] = plan(lost).actions
+    assert action.kind is ActionKind.REANNOUNCE_RUN and action.target == f"q/@{stamp(LONG_AGO)}"
+    assert action.expected["announce_deadline"] == stamp(LONG_AGO) and action.expected["status"] == "QUEUED"
+
+
+def test_a_run_announced_too_often_without_starting_is_failed_with_the_reason() -> None:
+    hopeless = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, queued("q", deadline=LONG_AGO, announcements=3)))
+    [action] = plan(hopeless).actions
+    assert kinds(hopeless) == ["unannounced_run"] and action.kind is ActionKind.MARK_RUN_FAILED
+    assert action.values["error"] == "ReconcilerNeverStarted" and "announced 3 times" in action.values["cause"]
+
+
+def test_a_candidate_run_that_no_claim_names_is_deleted_not_announced() -> None:
+    candidate = queued("q", deadline=LONG_AGO)
+    orphan = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, candidate), claimed_files={candidate.target: 0})
+    [action] = plan(orphan).actions
+    assert kinds(orphan) == ["unannounced_run"] and action.kind is ActionKind.DELETE_UNCLAIMED_RUN
+    assert action.expected["updated_at"] == candidate.updated_at
+    claimed = replace(orphan, claimed_files={candidate.target: 1})
+    assert [a.kind for a in plan(claimed).actions] == [ActionKind.REANNOUNCE_RUN]
+
+
+def test_a_queued_run_written_before_deadlines_existed_counts_from_its_last_change() -> None:
+    legacy = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, run("q", JobStatus.QUEUED, updated=JUST_NOW)))
+    assert plan(legacy).clean
+    old = replace(HEALTHY, active_runs=(*HEALTHY.active_runs, run("q", JobStatus.QUEUED)))
+    assert kinds(old) == ["unannounced_run"]
 
 
 def test_repairs_are_capped_per_run() -> None:
@@ -209,5 +250,6 @@ def test_each_finding_kind_is_covered_by_a_case_here() -> None:
     covered = {
         FindingKind.COUNT_MISMATCH, FindingKind.LEAKED_SLOT, FindingKind.SLOT_WITHOUT_EXECUTION,
         FindingKind.IMPLAUSIBLE_DRIFT, FindingKind.ORPHAN_EXECUTION, FindingKind.STUCK_RUN, FindingKind.REPAIRS_CAPPED,
+        FindingKind.UNANNOUNCED_RUN,
     }
     assert covered == set(FindingKind)

@@ -1,0 +1,474 @@
+"""The alarm catalog: every alarm the pipeline ships, built from the metric catalog and the template.
+
+One facade per resource kind (queue, function, state machine, table, semaphore), in the manner
+of cdk-monitoring-constructs: each takes a resource's logical id and gives its alarms, with the
+metric they watch named through `pipeline.telemetry.catalog` only. So an alarm can never watch a
+metric that no code emits (a test checks each alarm's metric against the catalog's emitters).
+
+Every alarm watches one metric (DESIGN.md §2). A condition that combines signals (the stall
+signature, a stalled backlog) is a metric the reconciler computes. Every alarm notifies the alarm
+topic on ALARM and on OK. Its description names its runbook and the first thing to do. Its
+TreatMissingData is chosen on purpose: a silent reconciler is breaching; an idle DLQ, or a
+function that was not invoked, is not. Each alarm also carries two example series, one that must
+fire it and one that must not, which the offline evaluator replays in the tests.
+
+Thresholds follow the shape of AWS's recommended alarms
+(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Best_Practice_Recommended_Alarms_AWS_Services.html):
+1-minute periods, and any execution failed, timed out or throttled counts. Where we chose
+otherwise, `rationale` says why (for example, a DLQ pages on its first message, since each one is
+a lost job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from alarms.evaluate import AlarmRule, Comparison, TreatMissingData
+from pipeline.telemetry.catalog import (
+    CATALOG,
+    NAMESPACE,
+    AwsMetricSpec,
+    Function,
+    Metric,
+    ResourceKind,
+    aws_metric,
+)
+
+# The function dimension carries the deployed name; service and stage come from the template.
+SERVICE_NAME = "pipeops-pipeline"  # template Globals: POWERTOOLS_SERVICE_NAME (a test checks)
+TOPIC = "AlarmTopic"
+Series = tuple[float | None, ...]  # one value per period, oldest first; None: no datapoint
+
+
+@dataclass(frozen=True)
+class WatchedMetric:
+    """One metric with its full dimension set. Values are CloudFormation expressions (a Ref, a
+    GetAtt) or literals; `resource` is the logical id of what it describes."""
+
+    namespace: str
+    name: str
+    dimensions: tuple[tuple[str, Any], ...]
+    resource: str
+    metric: Metric | None = None  # when it is one of ours
+    aws: AwsMetricSpec | None = None  # when AWS publishes it
+
+
+@dataclass(frozen=True)
+class AlarmSpec:
+    logical_id: str
+    summary: str  # what it means when it fires, one sentence
+    runbook: str
+    first_step: str
+    watched: WatchedMetric
+    statistic: str
+    period: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    threshold: float
+    comparison: Comparison
+    treat_missing_data: TreatMissingData
+    fires_on: Series
+    quiet_on: Series
+    rationale: str = ""
+    critical: bool = False  # part of the composite "pipeline unhealthy"
+
+    @property
+    def name_suffix(self) -> str:
+        """The deployed AlarmName is `<stack>-<suffix>`."""
+        return self.logical_id.removesuffix("Alarm")
+
+    @property
+    def description(self) -> str:
+        text = f"{self.summary} Runbook: {self.runbook}. First: {self.first_step}"
+        if len(text) > 1024:
+            raise ValueError(f"{self.logical_id}: description longer than CloudWatch's 1024 characters")
+        return text
+
+    def rule(self, name: str | None = None) -> AlarmRule:
+        """The evaluator's view of this alarm (the same numbers the template carries)."""
+        return AlarmRule(
+            name=name or self.name_suffix,
+            statistic=self.statistic,
+            period_seconds=self.period,
+            evaluation_periods=self.evaluation_periods,
+            datapoints_to_alarm=self.datapoints_to_alarm,
+            threshold=self.threshold,
+            comparison=self.comparison,
+            treat_missing_data=self.treat_missing_data,
+        )
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+def pipeline_metric(metric: Metric, emitter: Function) -> WatchedMetric:
+    """One of our metrics as one function emits it (alarms watch one dimension set)."""
+    spec = CATALOG[metric]
+    if emitter not in spec.emitters:
+        raise ValueError(f"{metric.value} is not emitted by {emitter.value}: an alarm on it could never fire")
+    dimensions = (("service", SERVICE_NAME), ("stage", {"Ref": "Stage"}), ("function", {"Ref": emitter.value}))
+    return WatchedMetric(NAMESPACE, metric.value, dimensions, emitter.value, metric=metric)
+
+
+def resource_metric(kind: ResourceKind, name: str, logical_id: str) -> WatchedMetric:
+    """A metric AWS publishes about one template resource, with the dimension AWS gives it."""
+    spec = aws_metric(kind, name)
+    value: dict[str, Any] = {
+        ResourceKind.QUEUE: {"Fn::GetAtt": [logical_id, "QueueName"]},
+        ResourceKind.FUNCTION: {"Ref": logical_id},
+        ResourceKind.STATE_MACHINE: {"Ref": logical_id},
+        ResourceKind.TABLE: {"Ref": logical_id},
+    }[kind]
+    return WatchedMetric(spec.namespace, name, ((spec.dimension, value),), logical_id, aws=spec)
+
+
+# -- facades, one per resource kind ------------------------------------------------------------
+
+_GT, _GE, _LT = Comparison.GREATER_THAN_THRESHOLD, Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, Comparison.LESS_THAN_THRESHOLD
+_QUIET, _BREACH = TreatMissingData.NOT_BREACHING, TreatMissingData.BREACHING
+
+
+def dead_letter_queue_alarms(logical_id: str, holds: str, runbook: str, first_step: str) -> list[AlarmSpec]:
+    return [
+        AlarmSpec(
+            f"{logical_id.replace('DeadLetterQueue', 'Dlq')}NotEmptyAlarm",
+            f"{logical_id} holds {holds}: each message is work that failed every retry and now waits for a person.",
+            runbook,
+            first_step,
+            resource_metric(ResourceKind.QUEUE, "ApproximateNumberOfMessagesVisible", logical_id),
+            "Maximum",
+            60,
+            1,
+            1,
+            0,
+            _GT,
+            _QUIET,
+            fires_on=(0, 0, 1),
+            quiet_on=(0, None, 0),
+            rationale="pages on the first message (AWS's backlog alarms wait for a depth): a DLQ message is a lost job",
+            critical=True,
+        )
+    ]
+
+
+def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
+    short = logical_id.removesuffix("Function")
+    near_timeout = round(0.8 * timeout_seconds * 1000)
+    return [
+        AlarmSpec(
+            f"{short}ErrorsAlarm",
+            f"{logical_id} raised or timed out in 3 of the last 5 minutes.",
+            "function-errors",
+            "read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
+            "`pipeops failures` names the file for a task function",
+            resource_metric(ResourceKind.FUNCTION, "Errors", logical_id),
+            "Sum",
+            60,
+            5,
+            3,
+            0,
+            _GT,
+            _QUIET,
+            fires_on=(0, 1, 2, 0, 1),
+            quiet_on=(0, 1, None, 0, 0),
+            rationale="3 of 5 minutes rather than 3 of 3: retries make single errors normal; a sustained rate is not",
+        ),
+        AlarmSpec(
+            f"{short}ThrottlesAlarm",
+            f"{logical_id} was throttled in 5 consecutive minutes (account or reserved concurrency).",
+            "function-throttles",
+            "compare ConcurrentExecutions with the account limit; check MaxConcurrentWorkflows",
+            resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id),
+            "Sum",
+            60,
+            5,
+            5,
+            0,
+            _GT,
+            _QUIET,
+            fires_on=(1, 2, 1, 1, 3),
+            quiet_on=(1, 0, 1, None, 1),
+        ),
+        AlarmSpec(
+            f"{short}DurationAlarm",
+            f"{logical_id}'s p99 duration passed 80% of its {timeout_seconds} s timeout in 3 of 5 minutes.",
+            "function-duration",
+            "look for the slow dependency in its traces and logs before the timeouts start",
+            resource_metric(ResourceKind.FUNCTION, "Duration", logical_id),
+            "p99",
+            60,
+            5,
+            3,
+            near_timeout,
+            _GE,
+            _QUIET,
+            fires_on=(near_timeout, 10, near_timeout + 1, near_timeout * 1.1, 10),
+            quiet_on=(near_timeout, 10, None, near_timeout - 1, 10),
+            rationale="80% of the timeout at p99 (AWS recommends p90 against the timeout): the tail is what times out",
+        ),
+    ]
+
+
+def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
+    def any_of(metric: str, suffix: str, summary: str, runbook: str, first_step: str, critical: bool) -> AlarmSpec:
+        return AlarmSpec(
+            f"Executions{suffix}Alarm",
+            summary,
+            runbook,
+            first_step,
+            resource_metric(ResourceKind.STATE_MACHINE, metric, logical_id),
+            "Sum",
+            60,
+            1,
+            1,
+            0,
+            _GT,
+            _QUIET,
+            fires_on=(0, 0, 1),
+            quiet_on=(0, None, 0),
+            critical=critical,
+        )
+
+    return [
+        any_of(
+            "ExecutionsFailed",
+            "Failed",
+            "A workflow execution failed: its run is FAILED and its files were not all redacted.",
+            "executions-failed",
+            "`pipeops failures --since 1h` names the state, error, cause and file key",
+            True,
+        ),
+        any_of(
+            "ExecutionsTimedOut",
+            "TimedOut",
+            "A workflow execution ran past the state machine's TimeoutSeconds.",
+            "executions-failed",
+            "`pipeops failures --since 1h`; a task that always times out shows there with its file key",
+            True,
+        ),
+        any_of(
+            "ExecutionThrottled",
+            "Throttled",
+            "Step Functions throttled StartExecution or state transitions.",
+            "execution-throttled",
+            "lower MaxConcurrentWorkflows or ask for a higher Step Functions quota",
+            False,
+        ),
+    ]
+
+
+def table_alarms(logical_id: str) -> list[AlarmSpec]:
+    short = logical_id.removesuffix("Table")
+    return [
+        AlarmSpec(
+            f"{short}{direction}ThrottlesAlarm",
+            f"DynamoDB throttled {direction.lower()}s on {logical_id} in 5 consecutive minutes.",
+            "dynamodb-throttles",
+            "on the coordination table the semaphore's one item is hot: lower MaxConcurrentWorkflows or the "
+            "router's batch size",
+            resource_metric(ResourceKind.TABLE, f"{direction}ThrottleEvents", logical_id),
+            "Sum",
+            60,
+            5,
+            5,
+            0,
+            _GT,
+            TreatMissingData.IGNORE,
+            fires_on=(1, 1, 4, 2, 1),
+            quiet_on=(1, 1, 0, 2, 0),
+            rationale="`ignore`, because CloudWatch ignores missing data for every AWS/DynamoDB alarm whatever is set: "
+            "a table that never throttles publishes nothing, and its alarm stays INSUFFICIENT_DATA",
+        )
+        for direction in ("Read", "Write")
+    ]
+
+
+def semaphore_alarms() -> list[AlarmSpec]:
+    """The pipeline's own failure modes, from the reconciler's metrics (one sample per run)."""
+    recon = Function.RECONCILER
+    period = CATALOG[Metric.COUNTER_DRIFT].period
+    return [
+        AlarmSpec(
+            "CounterDriftAlarm",
+            "active_count has stayed above the executions holding slots for 3 reconciler runs: slots are leaking "
+            "faster than they are repaired, or the reconciler reports without repairing.",
+            "counter-drift",
+            "`pipeops reconcile` (dry run) shows which holder leaked and why; then `pipeops reconcile --apply`",
+            pipeline_metric(Metric.COUNTER_DRIFT, recon),
+            "Minimum",
+            period,
+            3,
+            3,
+            1,
+            _GE,
+            _QUIET,
+            fires_on=(0, 1, 2, 1),
+            quiet_on=(1, 2, 0, 1),
+            rationale="the minimum over each run: a slot that was just released by the tracker is no drift",
+            critical=True,
+        ),
+        AlarmSpec(
+            "SlotsFullIdleAlarm",
+            "Every slot is counted taken while no router-started execution runs: the pipeline is stalled "
+            "at max concurrency with nothing running.",
+            "slots-full-idle",
+            "`pipeops reconcile --apply` releases the leaked slots (check `pipeops status` first)",
+            pipeline_metric(Metric.SLOTS_FULL_IDLE, recon),
+            "Maximum",
+            period,
+            2,
+            2,
+            1,
+            _GE,
+            _QUIET,
+            fires_on=(0, 1, 1),
+            quiet_on=(1, 0, 1),
+            critical=True,
+        ),
+        AlarmSpec(
+            "BacklogStalledAlarm",
+            "A run has waited QUEUED past the stall window (BacklogStallSeconds) while no run moved.",
+            "backlog-stalled",
+            "`pipeops status` shows the oldest QUEUED run and the slots; `pipeops reconcile` says why nothing starts",
+            pipeline_metric(Metric.BACKLOG_STALLED, recon),
+            "Maximum",
+            period,
+            1,
+            1,
+            1,
+            _GE,
+            _QUIET,
+            fires_on=(0, 0, 1),
+            quiet_on=(0, None, 0),
+            rationale="not SQS's ApproximateAgeOfOldestMessage: every capacity wait re-sends the message and resets it",
+            critical=True,
+        ),
+        AlarmSpec(
+            "ImplausibleDriftAlarm",
+            "The reconciler would have released most slots at once and released none: suspect its view (the "
+            "state machine ARN, its permissions) before the pipeline.",
+            "implausible-drift",
+            "`pipeops reconcile` and compare its running executions with the Step Functions console",
+            pipeline_metric(Metric.IMPLAUSIBLE_DRIFT, recon),
+            "Maximum",
+            period,
+            1,
+            1,
+            1,
+            _GE,
+            _QUIET,
+            fires_on=(0, 0, 1),
+            quiet_on=(0, None, 0),
+            critical=True,
+        ),
+        AlarmSpec(
+            "ReconcilerSilentAlarm",
+            "The reconciler has stopped reporting: nothing repairs drift and its alarms see nothing.",
+            "reconciler-silent",
+            "check the ReconcilerFunction's errors and its schedule rule (enabled, ReconcileSchedule)",
+            pipeline_metric(Metric.RECONCILE_RUNS, recon),
+            "Sum",
+            period,
+            2,
+            2,
+            1,
+            _LT,
+            _BREACH,
+            fires_on=(1, None, None, None, None),
+            quiet_on=(1, None, 1, None),
+            rationale="missing data is breaching: a heartbeat that stops is the failure. It fires once the last "
+            "heartbeat leaves CloudWatch's evaluation range (N + 2 periods: 20 minutes at the default 5-minute "
+            "ReconcileSchedule, which it assumes)",
+            critical=True,
+        ),
+    ]
+
+
+def router_alarms() -> list[AlarmSpec]:
+    return [
+        AlarmSpec(
+            "RouterFailuresAlarm",
+            "The router failed to route messages in 3 of the last 5 minutes (retried, then the DLQ).",
+            "router-failures",
+            "Logs Insights on the router: `filter level = \"ERROR\" | stats count() by reason`",
+            pipeline_metric(Metric.ROUTER_FAILURES, Function.ROUTER),
+            "Sum",
+            60,
+            5,
+            3,
+            0,
+            _GT,
+            _QUIET,
+            fires_on=(1, 0, 2, 1, 0),
+            quiet_on=(1, 0, 2, None, 0),
+        )
+    ]
+
+
+def pipeline_alarms() -> list[AlarmSpec]:
+    metric = CATALOG[Metric.RUN_FILE_FAILURE_PERCENT]
+    return [
+        AlarmSpec(
+            "FileFailureRateAlarm",
+            "On average more than 20% of the files of the runs accounted for failed, two periods in a row.",
+            "file-failure-rate",
+            "`pipeops jobs --status FAILED` and `pipeops job show <id>`: one bad file type, or a detector outage",
+            pipeline_metric(Metric.RUN_FILE_FAILURE_PERCENT, Function.FINALIZE),
+            "Average",
+            metric.period,
+            2,
+            2,
+            20,
+            _GT,
+            _QUIET,
+            fires_on=(0, 50, 30),
+            quiet_on=(50, 0, 100),
+        )
+    ]
+
+
+# -- the catalog -------------------------------------------------------------------------------
+
+DEAD_LETTER_QUEUES = (
+    ("DeadLetterQueue", "job messages the router could not route", "dlq-messages",
+     "`pipeops status` shows the depth; read the router's ERROR lines (reason), fix it, then redrive the DLQ"),
+    ("TrackerDeadLetterQueue", "execution status events the tracker could not handle (their slots may leak)",
+     "tracker-dlq", "`pipeops reconcile` repairs the slots; then read the events and redrive them"),
+    ("IngestDeadLetterQueue", "S3 object events ingest could not put into a run (those files are not processed)",
+     "ingest-dlq", "read the ingest errors, fix them, then re-upload or redrive the events"),
+)  # fmt: skip
+TABLES = ("TrackingTable", "CoordinationTable")
+STATE_MACHINE = "PipelineStateMachine"
+
+
+def function_timeouts(template: Mapping[str, Any]) -> dict[str, int]:
+    """Each function's Timeout (its own, or the Globals'), read from the template."""
+    default = int(template.get("Globals", {}).get("Function", {}).get("Timeout", 3))
+    return {
+        logical_id: int(resource.get("Properties", {}).get("Timeout", default))
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def build_catalog(template: Mapping[str, Any]) -> list[AlarmSpec]:
+    """Every alarm, for the resources of `template` (functions and their timeouts from it)."""
+    specs: list[AlarmSpec] = []
+    for queue, holds, runbook, first_step in DEAD_LETTER_QUEUES:
+        specs += dead_letter_queue_alarms(queue, holds, runbook, first_step)
+    specs += semaphore_alarms() + router_alarms() + pipeline_alarms()
+    specs += state_machine_alarms(STATE_MACHINE)
+    for function, timeout in function_timeouts(template).items():
+        specs += function_alarms(function, timeout)
+    for table in TABLES:
+        specs += table_alarms(table)
+    ids = [spec.logical_id for spec in specs]
+    if len(ids) != len(set(ids)):
+        raise ValueError("two alarms share a logical id")
+    return specs
+
+
+def critical(specs: Sequence[AlarmSpec]) -> list[AlarmSpec]:
+    return [spec for spec in specs if spec.critical]

@@ -1,0 +1,980 @@
+"""One folder of 10, 100 and 2,000 files through the sandbox: files/s and API calls per file.
+
+    .venv/bin/python -m bench.large_folder                       # 10, 100, 2,000 files: ~10 min on 2 cores
+    .venv/bin/python -m bench.large_folder --sizes 10,100 --out /tmp/perf.md   # ~1 minute
+    .venv/bin/python -m bench.large_folder --json r.json         # keep the raw results
+    .venv/bin/python -m bench.large_folder --render r.json       # only re-render the section
+
+Writes its own section of docs/PERFORMANCE.md (`<!-- bench:large-folder -->`, see bench.sections)
+and leaves the rest of the file alone.
+
+One run, one process. For each size, a fresh `Sandbox` as tests/e2e/test_large_folder.py starts it
+(template.yaml deployed, AWS's size limits on, its `PARAMETERS`: default `MaxFilesPerRun` 100,
+`MaxConcurrentWorkflows` 3; default time scale 0.05), one warm-up file at the bucket root processed
+to idle, then that test's files (`FOLDER`doc-NNNNN.txt, `body(i)`) uploaded by 4 threads, as the
+test does, and the wall time from the first upload until `wait_until_idle` returns. Afterwards the
+tracking table is read as the test reads it: every file in exactly one run, every run COMPLETE.
+
+API calls are counted as `bench.e2e` counts them (`ApiCallCounter`: a botocore `before-call`
+handler every session gets, attributed by thread and credentials), with three changes (see
+`FolderCallCounter`): the upload threads are the benchmark's; the sandbox's IAM checks made on a
+handler's thread are the sandbox's; a call on a thread a handler started is that handler's. CPU by
+thread as `bench.e2e` measures it (`ThreadCpuMeter`). A sampler thread reads, once a second, the
+slots the semaphore holds, the event bus's deliveries in flight and the main queue's messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from bench.e2e import ApiCallCounter, ThreadCpuMeter
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = PROJECT_ROOT / "docs" / "PERFORMANCE.md"
+SECTION = "large-folder"
+HEADING = "## Large folder: 10, 100 and 2,000 files in one folder"
+DEFAULT_SIZES = (10, 100, 2_000)
+UPLOAD_THREADS = 4  # as tests/e2e/test_large_folder.py
+UPLOAD_THREAD_PREFIX = "bench-upload"
+SAMPLER_THREAD = "bench-sampler"
+SAMPLE_INTERVAL_S = 1.0
+
+
+# --------------------------------------------------------------------------- counting
+
+
+class FolderCallCounter(ApiCallCounter):
+    """`bench.e2e`'s counter, attributing three kinds of call differently.
+
+    - The upload threads' calls are the driver's.
+    - A call through one of the sandbox's own clients (user agent marked with
+      `sandbox.clients.INTERNAL_USER_AGENT`) made on a handler's thread is the sandbox's: the IAM
+      enforcement's HeadObject before each handler GetObject (to find the object's KMS key), its
+      cached DescribeTable and GetBucketEncryption. `bench.e2e` counts those as the handler's.
+    - A call on a thread a handler started (pipeline/tasks.py reads results on a
+      ThreadPoolExecutor; the sandbox gives such threads the handler's `running_function()`) is
+      that handler's. `bench.e2e` counts those as sandbox machinery ("other").
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._call = threading.local()
+        self.handler_pool_calls = 0  # moved from "sandbox other" to the handler that started the thread
+        self.internal_on_handler_threads = 0  # moved from the handler to the sandbox
+
+    def reset(self) -> None:
+        super().reset()
+        with self._lock:
+            self.handler_pool_calls = 0
+            self.internal_on_handler_threads = 0
+
+    def _before_call(
+        self, model: Any = None, request_signer: Any = None, params: Any = None, **kwargs: Any
+    ) -> None:
+        from sandbox.clients import INTERNAL_USER_AGENT
+
+        try:
+            agent = str(((params or {}).get("headers") or {}).get("User-Agent", ""))
+        except AttributeError:
+            agent = ""
+        self._call.internal = INTERNAL_USER_AGENT in agent
+        super()._before_call(model=model, request_signer=request_signer, params=params, **kwargs)
+
+    def _attribute(self, model: Any, request_signer: Any) -> tuple[str, str]:
+        from sandbox.runtime import running_function
+
+        thread = threading.current_thread().name
+        if thread.startswith(UPLOAD_THREAD_PREFIX):
+            return "driver", "benchmark uploads"
+        if thread == SAMPLER_THREAD:
+            return "driver", "benchmark sampler"
+        internal = getattr(self._call, "internal", False)
+        service = model.service_model.service_name
+        if (
+            internal
+            and service not in ("logs", "cloudwatch")
+            and (thread.startswith("lambda:") or running_function())
+        ):
+            with self._lock:
+                self.internal_on_handler_threads += 1
+            return "sandbox", "IAM enforcement (on handler threads)"
+        origin, component = super()._attribute(model, request_signer)
+        if origin == "sandbox" and component.startswith("other"):
+            running = running_function()
+            if running is not None:
+                with self._lock:  # not held while attributing (bench.e2e's _before_call)
+                    self.handler_pool_calls += 1
+                return "handler", self._function_names.get(running.function_name, running.function_name)
+        return origin, component
+
+
+# --------------------------------------------------------------------------- one size
+
+
+def _epoch(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    from pipeline.jobs import parse_timestamp
+
+    return parse_timestamp(stamp).timestamp()
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+class Sampler:
+    """Once a second, on its own thread: slots held, event-bus deliveries in flight, main-queue messages.
+
+    Two API calls a sample (the semaphore's GetItem, the queue's GetQueueAttributes), counted as
+    the driver's; the bus is read from its `stats`.
+    """
+
+    def __init__(self, sb: Any, t0: float, interval: float = SAMPLE_INTERVAL_S) -> None:
+        from tests.e2e.test_pipeline_e2e import queue_messages, semaphore
+
+        self._sb, self._t0, self._interval = sb, t0, interval
+        self._semaphore = semaphore(sb)
+        self._queue_messages = queue_messages
+        self._stop = threading.Event()
+        self.samples: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._run, name=SAMPLER_THREAD, daemon=True)
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.samples
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sample: dict[str, Any] = {"t": round(time.time() - self._t0, 2)}
+            try:
+                sample["slots_held"] = self._semaphore.read().active_count
+                sample["bus_in_flight"] = int(self._sb.bus.stats["in_flight"])
+                sample["main_queue"] = self._queue_messages(self._sb, "MainQueueUrl")
+            except Exception as exc:  # never break the run because of the benchmark
+                sample["error"] = type(exc).__name__
+            self.samples.append(sample)
+            self._stop.wait(self._interval)
+
+
+def run_size(
+    files: int,
+    counter: FolderCallCounter,
+    meter: ThreadCpuMeter,
+    *,
+    warmup: bool,
+    upload_threads: int,
+    timeout: float,
+) -> dict[str, Any]:
+    import logging
+
+    from bench.e2e import (
+        _WARMUP_EXECUTION_PREFIX,
+        WARMUP_KEY,
+        _cpu_seconds,
+        _function_settings,
+        _function_stats,
+        _load,
+    )
+    from pipeline.status import TERMINAL_STATUSES, JobStatus
+    from sandbox.sandbox import Sandbox
+    from tests.e2e.test_large_folder import FOLDER, PARAMETERS, body
+    from tests.e2e.test_pipeline_e2e import all_runs
+
+    items = [(f"{FOLDER}doc-{index:05d}.txt", body(index).encode()) for index in range(files)]
+    result: dict[str, Any] = {"files": files, "load_before": _load(), "parameters": dict(PARAMETERS)}
+    started = time.perf_counter()
+    sb = Sandbox(parameters=PARAMETERS).start()
+    sampler: Sampler | None = None
+    try:
+        result["startup_s"] = round(time.perf_counter() - started, 2)
+        logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)  # as bench.e2e
+        from pipeline.handlers import _wiring
+
+        _wiring.reset()
+        outputs = sb.outputs
+        names = {outputs[k]: k.removesuffix("Name") for k in outputs if k.endswith("FunctionName")}
+        counter.name_functions(names)
+        s3, bucket = sb.client("s3"), outputs["InputBucketName"]
+        result["time_scale"] = sb.time_scale.factor
+        if warmup:
+            warm = time.perf_counter()
+            s3.put_object(Bucket=bucket, Key=WARMUP_KEY, Body=body(10).encode())
+            result["warmup_idle"] = sb.wait_until_idle(60)
+            result["warmup_s"] = round(time.perf_counter() - warm, 2)
+        sb.runtime.clear_invocations()
+
+        counter.reset()
+        counter.enabled = True
+        meter.start()
+        cpu_started = _cpu_seconds()
+        t0 = time.time()
+        t0_perf = time.perf_counter()
+        sampler = Sampler(sb, t0).start()
+        with ThreadPoolExecutor(max_workers=upload_threads, thread_name_prefix=UPLOAD_THREAD_PREFIX) as pool:
+            list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), items))
+        result["upload_s"] = time.perf_counter() - t0_perf
+        result["idle"] = sb.wait_until_idle(timeout)
+        result["wall_s"] = time.perf_counter() - t0_perf
+        result["samples"] = sampler.stop()
+        result["cpu_s"] = _cpu_seconds() - cpu_started
+        result["cpu_by_thread"] = meter.stop(names)
+        counter.enabled = False
+        result["calls"], result["calls_direct_total"] = counter.snapshot()
+        result["handler_pool_calls"] = counter.handler_pool_calls
+        result["internal_on_handler_threads"] = counter.internal_on_handler_threads
+        result["load_after"] = _load()
+        result["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+        # -- what happened (outside the timed window): the tracking table, as the e2e test reads it
+        invocations = sb.runtime.invocations
+        sfn = sb.client("stepfunctions")
+        pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=outputs["StateMachineArn"])
+        executions = {
+            e["executionArn"]: e
+            for page in pages
+            for e in page["executions"]
+            if not e["name"].startswith(_WARMUP_EXECUTION_PREFIX)
+        }
+        runs = [r for r in all_runs(sb) if r.job_id != WARMUP_KEY]
+        uploaded = {key for key, _ in items}
+        owners: Counter[str] = Counter(key for run in runs for key in run.files)
+        terminal = [r for r in runs if r.status in TERMINAL_STATUSES]
+        timeline = []
+        for run in sorted(runs, key=lambda r: r.started_at):
+            execution = executions.get(run.execution_arn or "", {})
+            start, stop = execution.get("startDate"), execution.get("stopDate")
+            timeline.append(
+                {
+                    "files": len(run.files),
+                    "status": str(run.status),
+                    "created_s": _rel(_epoch(run.started_at), t0),
+                    "execution_start_s": _rel(start.timestamp() if start else None, t0),
+                    "execution_stop_s": _rel(stop.timestamp() if stop else None, t0),
+                    "terminal_s": _rel(_epoch(run.updated_at), t0)
+                    if run.status in TERMINAL_STATUSES
+                    else None,
+                    "execution_status": execution.get("status"),
+                }
+            )
+        ingest = sorted(
+            (r for r in invocations if names.get(r.function_name) == "IngestFunction"),
+            key=lambda r: r.started_at,
+        )
+        tenth = max(1, len(ingest) // 10)
+        trackers = sorted(
+            (r for r in invocations if names.get(r.function_name) == "WorkflowTrackerFunction"),
+            key=lambda r: r.started_at,
+        )
+        result.update(
+            {
+                "runs": len(runs),
+                "run_statuses": dict(Counter(str(r.status) for r in runs)),
+                "max_files_per_run": max((len(r.files) for r in runs), default=0),
+                "files_in_runs": len(owners),
+                "files_terminal": sum(len(r.files) for r in terminal),
+                "files_missing": len(uploaded - set(owners)),
+                "files_in_two_runs": sum(1 for n in owners.values() if n > 1),
+                "files_empty": sum(len(r.failed_files.get("empty", [])) for r in runs),
+                "files_failed": sum(
+                    len(r.failed_files.get(k, [])) for r in runs for k in ("detect", "redact", "unsupported")
+                ),
+                "executions": len(executions),
+                "execution_statuses": dict(Counter(e["status"] for e in executions.values())),
+                "timeline": timeline,
+                "tracker_invocations": [
+                    [_rel(r.started_at, t0), _rel(r.started_at + r.duration_ms / 1000, t0)] for r in trackers
+                ],
+                "functions": _function_stats(invocations, names),
+                "ingest_done_s": _rel(
+                    max((r.started_at + r.duration_ms / 1000 for r in ingest), default=None), t0
+                ),
+                "ingest_first_tenth_ms": _median([r.duration_ms for r in ingest[:tenth]]),
+                "ingest_last_tenth_ms": _median([r.duration_ms for r in ingest[-tenth:]]),
+                "bus_workers": getattr(sb.bus, "_n_workers", None),
+                "settings": _function_settings(sb),
+            }
+        )
+        last = [t["terminal_s"] for t in timeline if t["terminal_s"] is not None]
+        result["last_terminal_s"] = max(last) if last else None
+        result["ok"] = (
+            bool(result["idle"])
+            and result["files_missing"] == 0
+            and result["files_in_two_runs"] == 0
+            and bool(runs)
+            and all(r.status == JobStatus.COMPLETE for r in runs)
+        )
+        result["files_per_s"] = files / result["wall_s"]
+    finally:
+        counter.enabled = False
+        if sampler is not None:
+            sampler.stop()
+        sb.stop()
+        from pipeline.handlers import _wiring
+
+        _wiring.reset()
+    return result
+
+
+def _rel(value: float | None, t0: float) -> float | None:
+    return None if value is None else round(value - t0, 3)
+
+
+# --------------------------------------------------------------------------- the section (pure)
+
+
+def _n(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    marks = {"l": "---", "r": "---:"}
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(marks[a] for a in align) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def calls_by(size: Mapping[str, Any], origin: str) -> dict[tuple[str, str, str], int]:
+    """{(component, service, operation): calls} of one origin in one size's timed window."""
+    totals: dict[tuple[str, str, str], int] = defaultdict(int)
+    for row in size.get("calls", []):
+        if row["origin"] == origin:
+            totals[(row["component"], row["service"], row["operation"])] += int(row["calls"])
+    return dict(totals)
+
+
+def per_file(size: Mapping[str, Any], origin: str) -> float | None:
+    files = size.get("files") or 0
+    return sum(calls_by(size, origin).values()) / files if files else None
+
+
+def _component_per_file(size: Mapping[str, Any], origin: str, component: str) -> float:
+    files = size.get("files") or 1
+    return sum(n for (c, _, _), n in calls_by(size, origin).items() if c == component) / files
+
+
+def _runs_cell(size: Mapping[str, Any]) -> str:
+    timeline = size.get("timeline", [])
+    counts = [t["files"] for t in timeline]
+    text = f"{size.get('runs', len(timeline))}"
+    if counts:
+        low, high = min(counts), max(counts)
+        text += f" ({low} files)" if low == high else f" ({low}-{high} files)"
+    return text
+
+
+def _ok_cell(size: Mapping[str, Any]) -> str:
+    if size.get("ok"):
+        return "yes"
+    problems = []
+    if not size.get("idle", True):
+        problems.append("not idle")
+    if size.get("files_missing"):
+        problems.append(f"{size['files_missing']} files in no run")
+    if size.get("files_in_two_runs"):
+        problems.append(f"{size['files_in_two_runs']} in two runs")
+    bad = {k: v for k, v in size.get("run_statuses", {}).items() if k != "COMPLETE"}
+    problems += [f"{v} {k}" for k, v in sorted(bad.items())]
+    return "**no**: " + ", ".join(problems or ["see the JSON"])
+
+
+def headline_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    rows = []
+    for size in sizes:
+        wall, last = size.get("wall_s"), size.get("last_terminal_s")
+        files = size.get("files", 0)
+        cpu = size.get("cpu_s")
+        handler, sfn = per_file(size, "handler"), per_file(size, "stepfunctions")
+        both = handler + sfn if handler is not None and sfn is not None else None
+        rows.append(
+            [
+                f"{files:,}",
+                _runs_cell(size),
+                _n(size.get("upload_s")),
+                _n(last),
+                _n(wall),
+                f"**{_n(files / wall if wall else None)}**",
+                _n(files / last if last else None),
+                f"**{_n(handler)}**",
+                _n(sfn),
+                _n(both),
+                _n(per_file(size, "sandbox")),
+                f"{_n(cpu)} ({cpu / wall:.2f}x)" if cpu and wall else "-",
+                _ok_cell(size),
+            ]
+        )
+    return rows
+
+
+def _components(sizes: Sequence[Mapping[str, Any]], origin: str) -> list[str]:
+    seen: dict[str, float] = defaultdict(float)
+    for size in sizes:
+        for (component, _, _), n in calls_by(size, origin).items():
+            seen[component] += n / (size.get("files") or 1)
+    return sorted(seen, key=lambda c: (-seen[c], c))
+
+
+def breakdown_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Calls per file by who made them: each handler, the state machine's Task states, the sandbox."""
+    rows = []
+    labels = {"handler": "handler", "stepfunctions": "state machine", "sandbox": "sandbox"}
+    for origin in ("handler", "stepfunctions", "sandbox"):
+        for component in _components(sizes, origin):
+            ops: dict[str, float] = defaultdict(float)
+            for size in sizes:
+                for (c, service, op), n in calls_by(size, origin).items():
+                    if c == component:
+                        ops[f"{service} {op}"] += n / (size.get("files") or 1)
+            top = sorted(ops, key=lambda k: (-ops[k], k))[:4]
+            biggest = sizes[-1]
+            here = {
+                f"{s} {o}": n / (biggest.get("files") or 1)
+                for (c, s, o), n in calls_by(biggest, origin).items()
+                if c == component
+            }
+            rows.append(
+                [
+                    f"{labels[origin]}: {component}",
+                    *(_n(_component_per_file(size, origin, component)) for size in sizes),
+                    ", ".join(f"{op} {_n(here[op])}" if op in here else op for op in top),
+                ]
+            )
+    return rows
+
+
+def _thread_group(kind: str) -> str:
+    if kind.startswith("Step Functions"):
+        return "Step Functions interpreter (moto)"
+    if kind.startswith("handler") or kind == "other: ThreadPoolExecutor":
+        return "handler threads (+ the pools they start)"
+    if kind.startswith(("SQS poller", "event bus")):
+        return "poller + event bus (invokes, logs, metrics)"
+    if kind.startswith(("benchmark", "other: bench-")):
+        return "benchmark (uploads, sampler, wait_until_idle)"
+    return "other sandbox threads"
+
+
+def cpu_groups(size: Mapping[str, Any]) -> dict[str, float]:
+    groups: dict[str, float] = defaultdict(float)
+    for kind, seconds in size.get("cpu_by_thread", {}).items():
+        groups[_thread_group(kind)] += seconds
+    return dict(groups)
+
+
+def cpu_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    order = [
+        "Step Functions interpreter (moto)",
+        "handler threads (+ the pools they start)",
+        "poller + event bus (invokes, logs, metrics)",
+        "benchmark (uploads, sampler, wait_until_idle)",
+        "other sandbox threads",
+    ]
+    grouped = [cpu_groups(s) for s in sizes]
+    rows = []
+    for group in order:
+        if not any(g.get(group) for g in grouped):
+            continue
+        cells = []
+        for g in grouped:
+            total = sum(g.values())
+            cells.append(f"{g.get(group, 0.0):,.1f} ({g.get(group, 0.0) / total:.0%})" if total else "-")
+        rows.append([group, *cells])
+    return rows
+
+
+def function_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    names = sorted({n for s in sizes for n in s.get("functions", {})})
+    rows = []
+    for name in names:
+        cells = []
+        for size in sizes:
+            f = size.get("functions", {}).get(name)
+            cells.append(
+                f"{f['invocations']:,} · {_n(f['median_ms'], 0)} ms · {_n(f['total_s'], 1)} s" if f else "-"
+            )
+        rows.append([name, *cells])
+    return rows
+
+
+def _busy(timeline: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
+    """The merged intervals in which at least one execution ran."""
+    spans = sorted(
+        (t["execution_start_s"], t["execution_stop_s"])
+        for t in timeline
+        if t.get("execution_start_s") is not None and t.get("execution_stop_s") is not None
+    )
+    merged: list[tuple[float, float]] = []
+    for start, stop in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def stall(size: Mapping[str, Any], minimum_s: float = 10.0) -> dict[str, Any] | None:
+    """The longest time no execution ran while a run waited for one (at least `minimum_s`), with
+    what the samples and the tracker's invocations show about it; None if there was none."""
+    timeline = size.get("timeline", [])
+    busy = _busy(timeline)
+    gaps = [(a[1], b[0]) for a, b in pairwise(busy)]
+    waiting_in = [
+        (
+            start,
+            stop,
+            sum(1 for t in timeline if t["created_s"] < stop and t.get("execution_start_s", 0) >= stop),
+        )
+        for start, stop in gaps
+    ]
+    waiting_in = [g for g in waiting_in if g[2] and g[1] - g[0] >= minimum_s]
+    if not waiting_in:
+        return None
+    start, stop, waiting = max(waiting_in, key=lambda g: g[1] - g[0])
+    inside = [s for s in size.get("samples", []) if start + 1 < s["t"] < stop - 1 and "error" not in s]
+    releases = [
+        end for begin, end in size.get("tracker_invocations", []) if begin is not None and begin >= start
+    ]
+    return {
+        "start_s": start,
+        "stop_s": stop,
+        "waiting_runs": waiting,
+        "slots_held": sorted({s["slots_held"] for s in inside}),
+        "bus_in_flight_max": max((s["bus_in_flight"] for s in inside), default=None),
+        "first_release_s": min(releases) if releases else None,
+    }
+
+
+def findings(results: Mapping[str, Any]) -> list[str]:
+    """'What is slow, and why', computed from the numbers (each bullet skipped when its data is missing)."""
+    sizes = [s for s in results.get("sizes", []) if s.get("wall_s")]
+    if not sizes:
+        return []
+    out: list[str] = []
+    small, big = sizes[0], sizes[-1]
+    rates = [s["files"] / s["wall_s"] for s in sizes]
+    listed = ", ".join(f"{_n(r)} at {s['files']:,}" for r, s in zip(rates, sizes, strict=True))
+    best = max(range(len(rates)), key=rates.__getitem__)
+    if best == len(rates) - 1:
+        shape = "Files/s grows with the folder"
+    else:
+        shape = f"Files/s peaks at {sizes[best]['files']:,} files and falls after"
+    first = [
+        t["execution_start_s"] for t in small.get("timeline", []) if t.get("execution_start_s") is not None
+    ]
+    text = f"**{shape}** ({listed} files; files/s on the wall time)."
+    if first:
+        text += (
+            f" A small folder is mostly fixed cost: at {small['files']:,} files the first execution starts "
+            f"{_n(min(first))} s after the first upload (the scaled FolderSettleSeconds lets the folder's files "
+            "join the run before the router sees it, then the router's batching window), and an execution has "
+            "the same fixed states whatever its size."
+        )
+    out.append(text)
+
+    found = stall(big)
+    slots = (big.get("parameters") or {}).get("MaxConcurrentWorkflows")
+    if found:
+        held = found["slots_held"]
+        release = found["first_release_s"]
+        explained = release is not None and found["stop_s"] - release < 10
+        text = (
+            f"**At {big['files']:,} files the pipeline stalls for {_n(found['stop_s'] - found['start_s'])} s"
+            + (" (a sandbox artifact)" if explained else "")
+            + f".** From {_n(found['start_s'])} s to {_n(found['stop_s'])} s no execution ran while "
+            f"{found['waiting_runs']} runs waited for one"
+        )
+        if held:
+            text += (
+                f"; the semaphore held {held[0] if len(held) == 1 else f'{held[0]}-{held[-1]}'} of "
+                f"{slots or '?'} slots throughout (sampled every second)"
+            )
+        if explained:
+            text += (
+                ". The runs holding them had ended, but the WorkflowTracker, which releases a slot when the "
+                "execution's terminal status event reaches it, was first invoked again at "
+                f"{_n(release)} s: the sandbox's event bus hands S3 *Object Created* events (to Ingest) and "
+                f"execution status events (to the Tracker) to the same {big.get('bus_workers') or 'few'} FIFO "
+                "worker queues"
+            )
+            if found["bus_in_flight_max"]:
+                text += f", and up to {found['bus_in_flight_max']:,} deliveries were in flight in the stall"
+            if big.get("ingest_done_s") is not None:
+                text += f" (Ingest's backlog: the last Ingest ended at {_n(big['ingest_done_s'])} s)"
+            retry = (big.get("settings") or {}).get("capacity_retry_seconds")
+            text += (
+                ". Meanwhile every router found no free slot and re-sent its run's message"
+                + (f" with a {_n(retry, 0)} s delay (CapacityRetrySeconds, scaled)" if retry else "")
+                + ". EventBridge in AWS does not queue one rule's deliveries behind another's, so this wait "
+                "is the sandbox's"
+            )
+        out.append(text + ".")
+
+    ratios = [s["cpu_s"] / s["wall_s"] for s in sizes if s.get("cpu_s")]
+    cpu_big = cpu_groups(big)
+    total = sum(cpu_big.values())
+    if ratios and total:
+        sfn = cpu_big.get("Step Functions interpreter (moto)", 0.0) / total
+        handlers = cpu_big.get("handler threads (+ the pools they start)", 0.0) / total
+        by_kind = big.get("cpu_by_thread", {})
+        ingest_cpu = by_kind.get("handler: IngestFunction")
+        meta = results.get("meta", {})
+        load = [x for x in (meta.get("load_start"), meta.get("load_end")) if x]
+        text = (
+            f"**CPU: one interpreter, shared cores.** Process CPU is {min(ratios):.2f}-{max(ratios):.2f}x the wall "
+            f"time on {meta.get('usable_cores', '?')} usable cores: moto, the ASL interpreter, the handlers and the "
+            "sandbox share one Python interpreter (the GIL lets about one core's worth of Python run), the "
+            "small folders wait out fixed delays"
+            + (", the stall above waits on a queue" if found else "")
+            + (
+                f", and other sessions' processes were using the same cores (load average up to {max(x[0] for x in load)})"
+                if load
+                else ""
+            )
+            + f". At {big['files']:,} files a file costs {big['cpu_s'] / big['files'] * 1000:,.0f} ms of CPU: "
+            f"{sfn:.0%} on the Step Functions interpreter's threads (moto running the Map states and their Task "
+            f"calls), {handlers:.0%} on handler threads (handler code plus moto answering its calls)"
+        )
+        if ingest_cpu:
+            text += f", of which Ingest alone {ingest_cpu / total:.0%} ({ingest_cpu / big['files'] * 1000:,.0f} ms a file)"
+        out.append(text + ".")
+
+    ingest = big.get("functions", {}).get("IngestFunction")
+    if ingest and big.get("ingest_done_s") is not None and big.get("upload_s"):
+        text = (
+            f"**Ingest falls behind the uploads.** At {big['files']:,} files uploading took {_n(big['upload_s'])} s "
+            f"but the last Ingest ended at {_n(big['ingest_done_s'])} s: {ingest['invocations']:,} invocations "
+            f"of a median {_n(ingest['median_ms'], 0)} ms (wall time, waits for the GIL included)"
+        )
+        first_ms, last_ms = big.get("ingest_first_tenth_ms"), big.get("ingest_last_tenth_ms")
+        if first_ms and last_ms:
+            text += f"; {_n(first_ms, 0)} ms in the first tenth, {_n(last_ms, 0)} ms in the last"
+        text += (
+            f", {big.get('bus_workers') or 'a few'} at a time on the event bus's workers, while executions ran "
+            "in the same interpreter. The runs fill in arrival order, so the folder's later runs can only "
+            "start once Ingest has reached their files."
+        )
+        out.append(text)
+
+    durations = [
+        t["execution_stop_s"] - t["execution_start_s"]
+        for t in big.get("timeline", [])
+        if t.get("execution_stop_s") is not None and t.get("execution_start_s") is not None
+    ]
+    if len(durations) > 1 and slots:
+        ran = sum(b - a for a, b in _busy(big["timeline"]))
+        counts = [t["files"] for t in big["timeline"]]
+        spread = (
+            f" ({min(counts)}-{max(counts)} files: a file that arrives after its run was frozen opens the next one)"
+            if min(counts) < max(counts)
+            else ""
+        )
+        out.append(
+            f"**Executions.** {len(durations)} runs of up to {big.get('max_files_per_run', '?')} files{spread}, "
+            f"at most {slots} at a time (MaxConcurrentWorkflows {slots}, as in the e2e "
+            "test, keeps each 100-file run inside the sandbox's workflow timeout); an execution took a median "
+            f"{_n(statistics.median(durations))} s (max {_n(max(durations))} s), and some execution was running "
+            f"for {_n(ran, 0)} s of the {_n(big['wall_s'], 0)} s wall time."
+        )
+
+    handler = [per_file(s, "handler") for s in sizes]
+    sfn_calls = [per_file(s, "stepfunctions") for s in sizes]
+    machinery = [per_file(s, "sandbox") for s in sizes]
+    if all(v is not None for v in handler + sfn_calls + machinery):
+        per_function = {
+            name: _component_per_file(big, "handler", name)
+            for name in ("RedactFunction", "IngestFunction", "DetectFunction", "FinalizeFunction")
+        }
+        text = (
+            f"**API calls per file hold ({_n(min(handler))}-{_n(max(handler))} by handlers, "
+            f"{_n(min(sfn_calls))}-{_n(max(sfn_calls))} by the state machine).** Almost all are per file: "
+            + ", ".join(f"{k.removesuffix('Function')} {_n(v)}" for k, v in per_function.items() if v)
+            + f" at {big['files']:,} files, and the state machine's Lambda Invoke of Detect and Redact for each "
+            "file. A run's own calls (router admission, Mark* writes, the tracker, Finalize's accounts) are "
+            "shared by up to MaxFilesPerRun files."
+        )
+        router = calls_by(big, "handler")
+        resent = router.get(("RouterFunction", "sqs", "SendMessage"), 0)
+        reconciler = _component_per_file(big, "handler", "ReconcilerFunction")
+        if resent or reconciler:
+            text += (
+                f" What grows at {big['files']:,} files is waiting: the Router's {_n(_component_per_file(big, 'handler', 'RouterFunction'))} "
+                f"calls per file include {resent:,} capacity re-sends (SendMessage), and the scheduled Reconciler's "
+                f"{_n(reconciler)} grow with the wall time."
+            )
+        text += (
+            " The sandbox's own calls ("
+            + ", ".join(f"{_n(v)}" for v in machinery)
+            + " per file at the sizes above: the IAM check's HeadObject before each handler GetObject; log and "
+            "metric writes, the Lambda runtime's for each invocation and the sandbox's metric publishers', "
+            "counted together by service as `bench.e2e` counts them; the status watcher's polling) have no "
+            "counterpart in AWS."
+        )
+        out.append(text)
+
+    rss = [(s["files"], s.get("max_rss_mb")) for s in sizes if s.get("max_rss_mb")]
+    if rss:
+        out.append(
+            "**Memory.** The process's peak resident size after each size (cumulative): "
+            + ", ".join(f"{mb / 1024:,.1f} GB after {f:,} files" for f, mb in rss)
+            + "."
+        )
+    return out
+
+
+def render_section(results: Mapping[str, Any]) -> str:
+    """The `large-folder` section of docs/PERFORMANCE.md (without its markers). Pure."""
+    meta = results.get("meta", {})
+    sizes = results.get("sizes", [])
+    load, load_end = meta.get("load_start"), meta.get("load_end")
+    cores, usable = meta.get("cores", "?"), meta.get("usable_cores", "?")
+    params = next((s.get("parameters") for s in sizes if s.get("parameters")), {}) or {}
+    scale = next((s.get("time_scale") for s in sizes if s.get("time_scale")), None)
+    lines = [
+        HEADING,
+        "",
+        f"Measured {meta.get('date', '?')} with `{meta.get('command', 'python -m bench.large_folder')}` "
+        f"({_n(meta.get('duration_s'), 0)} s in all) on a shared machine: {usable} usable cores of {cores} "
+        f"({meta.get('cpu_model') or 'unknown CPU'}), shared with other sessions' test runs (load average "
+        f"{load[0] if load else '?'} at the start, {load_end[0] if load_end else '?'} at the end); "
+        f"Python {meta.get('python', '?')}, {meta.get('platform', '?')}, moto {meta.get('moto', '?')}, "
+        f"botocore {meta.get('botocore', '?')}. Reproduce: `.venv/bin/python -m bench.large_folder`.",
+        "",
+        "**Method.** For each size, in one process: a fresh sandbox started as `tests/e2e/test_large_folder.py` "
+        "starts it (template.yaml, AWS's size limits on, "
+        + (", ".join(f"{k} {v}" for k, v in params.items()) or "default parameters")
+        + ", MaxFilesPerRun at its default 100, JobFolderDepth 1, time scale "
+        + (f"{scale:g}" if scale else "?")
+        + "), one warm-up file at the bucket root processed to idle (not counted), then that test's files "
+        "uploaded into one folder (`bulk-intake/`, one in ten with an e-mail address, one in 250 empty) by "
+        f"{meta.get('upload_threads', UPLOAD_THREADS)} threads. **Wall** runs from the first upload until "
+        "`wait_until_idle()` returns (nothing queued, delivered or running); **last terminal** is when the "
+        "last run's record turned COMPLETE (its `updated_at`), which leaves out idle detection. Afterwards the "
+        "tracking table is checked as the e2e test checks it: *ok* means every file in exactly one run and "
+        "every run COMPLETE. A sampler thread reads, once a second, the slots the semaphore holds, the event "
+        "bus's deliveries in flight and the main queue's messages (for *What is slow*).",
+        "",
+        "**API calls** are counted as `bench.e2e` counts them (a botocore `before-call` handler in every "
+        "session, attributed by thread and credentials), in the timed window only. *Handler* calls are the "
+        "ones pipeline code makes from inside a Lambda invocation: Ingest, Router, Tracker and the Detect, "
+        "Redact and Finalize functions the workflow invokes, including calls on threads a handler starts "
+        f"(Finalize's result reads: {sum(s.get('handler_pool_calls', 0) for s in sizes):,} calls over the "
+        "sizes, which `bench.e2e`'s attribution files under sandbox machinery), and not the calls the sandbox's "
+        "IAM enforcement makes on a handler's thread through its own clients (a HeadObject before every "
+        "handler GetObject, to find the object's KMS key: "
+        f"{sum(s.get('internal_on_handler_threads', 0) for s in sizes):,} calls over the sizes, which "
+        "`bench.e2e` counts as the handler's). *State machine* calls are the "
+        "Task states' service integrations made by moto's ASL interpreter (lambda Invoke of each "
+        "function, the DynamoDB Mark* writes): AWS makes them on the pipeline's behalf and bills them as state "
+        "transitions, not as requests from our code. *Sandbox* calls are the emulator's own (log and metric "
+        "writes per invocation, execution-status polling, IAM checks) and do not exist in AWS. The uploads (one PutObject "
+        "per file) and the benchmark's reads are not counted.",
+        "",
+        *_table(
+            (
+                "files",
+                "runs (files each)",
+                "upload s",
+                "last terminal s",
+                "wall s",
+                "files/s",
+                "files/s to last terminal",
+                "handler calls/file",
+                "state machine calls/file",
+                "handler + state machine/file",
+                "sandbox calls/file",
+                "CPU s (CPU/wall)",
+                "ok",
+            ),
+            headline_rows(sizes),
+            "rrrrrrrrrrrrl",
+        ),
+        "",
+    ]
+    mismatch = [
+        s["files"]
+        for s in sizes
+        if s.get("calls_direct_total") is not None
+        and s["calls_direct_total"] != sum(r["calls"] for r in s.get("calls", []))
+    ]
+    if mismatch:
+        lines += [
+            "The `_make_api_call` cross-check disagreed with the event hook at "
+            + ", ".join(f"{f:,}" for f in mismatch)
+            + " files: some calls were not seen by the hook.",
+            "",
+        ]
+    header = [f"{s['files']:,} files" for s in sizes]
+    lines += [
+        "### API calls per file, by who made them",
+        "",
+        *_table(
+            (
+                "made by",
+                *header,
+                f"most frequent operations (per file at {sizes[-1]['files']:,} files)"
+                if sizes
+                else "operations",
+            ),
+            breakdown_rows(sizes),
+            "l" + "r" * len(sizes) + "l",
+        ),
+        "",
+        "### Where the CPU went (CPU seconds in the timed window, share)",
+        "",
+        *_table(("threads", *header), cpu_rows(sizes), "l" + "r" * len(sizes)),
+        "",
+        "### Lambda invocations (count · median · total)",
+        "",
+        *_table(("function", *header), function_rows(sizes), "l" + "r" * len(sizes)),
+        "",
+    ]
+    bullets = findings(results)
+    if bullets:
+        lines += ["### What is slow, and why", "", *(f"- {b}" for b in bullets), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _progress(message: str) -> None:
+    print(f"[bench.large_folder {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.large_folder", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, DEFAULT_SIZES)),
+        help="files in the folder, ascending (default 10,100,2000)",
+    )
+    parser.add_argument(
+        "--upload-threads",
+        type=int,
+        default=UPLOAD_THREADS,
+        help="uploading threads (default 4, as the e2e test)",
+    )
+    parser.add_argument("--no-warmup", action="store_true", help="upload into cold functions")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="report path (default docs/PERFORMANCE.md)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON")
+    parser.add_argument(
+        "--render", type=Path, default=None, metavar="JSON", help="only re-render a saved --json file"
+    )
+    return parser.parse_args(argv)
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
+    if not sizes or sizes != sorted(set(sizes)) or sizes[0] < 1:
+        raise SystemExit("--sizes: ascending, distinct, positive numbers")
+    return sizes
+
+
+def write_section(path: Path, results: Mapping[str, Any]) -> None:
+    from bench.sections import replace_section
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text() if path.exists() else ""
+    path.write_text(replace_section(old, SECTION, render_section(results)))
+
+
+def idle_timeout(files: int) -> float:
+    """As the e2e test allows 1,500 s for 2,000 files; never under 120 s."""
+    return max(120.0, 0.75 * files)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    counter = FolderCallCounter().install()  # first: before any botocore session exists
+    meter = ThreadCpuMeter().install()
+    args = parse_args(argv)
+    if args.render:
+        write_section(args.out, json.loads(args.render.read_text()))
+        _progress(f"rendered {args.render} into {args.out}")
+        return 0
+    sizes = _sizes(args.sizes)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        os.environ.setdefault(name, value)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")  # as tests/conftest.py: set once, never swapped
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT))  # tests.e2e.*, whose drivers this reuses
+
+    from bench.e2e import _load, machine_facts, measuring_args
+
+    words = sys.argv[1:] if argv is None else list(argv)
+    began = time.perf_counter()
+    results: dict[str, Any] = {
+        "meta": {
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": " ".join(["python -m bench.large_folder", *measuring_args(words)]),
+            "sizes": sizes,
+            "upload_threads": args.upload_threads,
+            "warmup": not args.no_warmup,
+            "load_start": _load(),
+            **machine_facts(),
+        },
+        "sizes": [],
+    }
+    try:
+        for files in sizes:
+            _progress(f"{files:,} files: starting a sandbox")
+            size = run_size(
+                files,
+                counter,
+                meter,
+                warmup=not args.no_warmup,
+                upload_threads=args.upload_threads,
+                timeout=idle_timeout(files),
+            )
+            _progress(
+                f"{files:,} files: {size['runs']} runs, wall {size['wall_s']:.1f}s, {size['files_per_s']:.2f} files/s, "
+                f"handler calls/file {per_file(size, 'handler'):.2f}, ok={size['ok']}, load={size['load_after']}"
+            )
+            results["sizes"].append(size)
+    finally:
+        counter.uninstall()
+        meter.uninstall()
+    results["meta"]["load_end"] = _load()
+    results["meta"]["duration_s"] = round(time.perf_counter() - began, 1)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    write_section(args.out, results)
+    _progress(f"wrote the {SECTION} section of {args.out} in {results['meta']['duration_s']:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

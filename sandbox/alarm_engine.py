@@ -1,0 +1,933 @@
+"""CloudWatch alarm evaluation for the sandbox: alarms move, and notify, as AWS would move them.
+
+moto stores alarms (PutMetricAlarm) but never evaluates them: a new alarm sits in OK with
+"Unchecked: Initial alarm creation" forever, and SetAlarmState fires no action. `AlarmEngine`
+does what CloudWatch does, every virtual minute:
+
+1. Lists every alarm in moto (DescribeAlarms, metric and composite alarms).
+2. For each metric alarm, reads the raw datapoints of exactly its metric (namespace, name, the
+   exact dimension set, and its Unit when the alarm names one) from moto's backend *in this
+   process* (`cloudwatch_backends[account][region].metric_data`; the account is the alarm ARN's),
+   turns them into `alarms.evaluate.Sample`s and judges them with `alarms.evaluate` (see
+   `datum_samples` for how a StatisticValues datum becomes a sample).
+3. On a state change: SetAlarmState (through the sandbox's own client) with a CloudWatch-like
+   StateReason and StateReasonData, then publishes CloudWatch's alarm notification (the
+   documented SNS message: AlarmName, ..., Trigger{...}; Subject `ALARM: "name" in US East (N.
+   Virginia)`) to every SNS topic among the new state's actions (AlarmActions, OKActions,
+   InsufficientDataActions) when ActionsEnabled. moto's SNS delivers it to subscribed queues.
+4. Composite alarms: their AlarmRule is parsed (`parse_alarm_rule`: ALARM/OK/INSUFFICIENT_DATA
+   of a name, a quoted name or an ARN; NOT, AND, OR, parentheses, TRUE, FALSE) and evaluated
+   after the metric alarms, over the states just set (composites of composites in dependency
+   order; a cycle is left alone). TRUE -> ALARM, FALSE -> OK. Their changes notify too, with
+   AlarmRule and TriggeringChildren instead of Trigger.
+
+What AWS does at creation, the engine does at an alarm's first evaluation: moto's initial
+"Unchecked" OK counts as INSUFFICIENT_DATA (AWS's initial state). Staying INSUFFICIENT_DATA is
+no transition (the state is set silently, no action); leaving it is, and notifies. moto resets an
+alarm to that Unchecked OK when PutMetricAlarm updates it; AWS keeps the state: the engine then
+continues from the state it last gave the alarm.
+
+Left alone, logged once at INFO: alarms that cannot be evaluated offline (metric math `Metrics`,
+anomaly detection bands, unknown statistics), composite rules outside the grammar (AT_LEAST),
+and actions that are not SNS topics (Lambda, Auto Scaling, EC2, Systems Manager).
+CloudWatch treats missing data of every AWS/DynamoDB alarm as `ignore`, whatever is configured:
+so does the engine.
+
+**Time scale.** The sandbox runs its waits shortened by a `TimeScale` factor f (0.05: a 300 s
+wait lasts 15 real s); the metrics its parts publish carry real timestamps. Alarms are written
+for AWS (Period 300, 3 evaluation periods), so the engine evaluates them in *virtual* time:
+
+    virtual(t) = origin + (t - origin) / f        (origin: when the engine was created)
+
+applied to every sample's timestamp and to `now`; the rule itself is evaluated unchanged. With
+f = 0.05, samples spread over the 15 real seconds after the origin land in the 300 virtual
+seconds after it: five 60 s periods. Periods are aligned to the epoch in virtual time. The
+engine ticks every `time_scale.scale(60)` real seconds (each virtual minute, as CloudWatch
+evaluates), configurable with `interval=`; `evaluate_now()` runs one pass synchronously.
+StateReason and StateReasonData speak virtual time (the periods evaluated); the notification's
+StateChangeTime is the real moment of the change, as moto's StateUpdatedTimestamp.
+
+The backend is read in-process: the sandbox's moto (a `mock_aws` or a `ThreadedMotoServer`)
+lives in this process. Pointed at a moto in another process, the engine would see no data.
+The background thread never raises: a failed pass is logged at WARNING and the next one runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from alarms.evaluate import (
+    AlarmRule,
+    AlarmState,
+    Sample,
+    TreatMissingData,
+    Verdict,
+    aggregate,
+    evaluate_samples,
+    evaluation_window,
+)
+from sandbox.clients import sandbox_client
+from sandbox.clock import TimeScale
+
+LOG = logging.getLogger("sandbox.alarm_engine")
+
+UNCHECKED_REASON = "Unchecked: Initial alarm creation"  # moto's initial StateReason (state OK)
+VIRTUAL_MINUTE = 60.0
+SUBJECT_MAX = 100  # SNS rejects longer subjects
+STATE_REASON_MAX = 1023  # SetAlarmState limits
+STATE_REASON_DATA_MAX = 4000
+IGNORE_MISSING_NAMESPACES = frozenset({"AWS/DynamoDB"})
+_STATISTIC_NAMES = {
+    "SampleCount": "SAMPLE_COUNT",
+    "Average": "AVERAGE",
+    "Sum": "SUM",
+    "Minimum": "MINIMUM",
+    "Maximum": "MAXIMUM",
+}
+
+__all__ = [
+    "AlarmEngine",
+    "Transition",
+    "datum_samples",
+    "evaluate_alarm_rule",
+    "install_composite_alarm_api",
+    "parse_alarm_rule",
+    "rule_alarm_names",
+    "to_real",
+    "to_virtual",
+]
+
+
+# --------------------------------------------------------------------------- virtual time
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def to_virtual(moment: datetime, origin: datetime, time_scale: TimeScale) -> datetime:
+    """Real moment -> the virtual moment it stands for: origin + (moment - origin) / factor."""
+    origin = _utc(origin)
+    return origin + (_utc(moment) - origin) / time_scale.factor
+
+
+def to_real(moment: datetime, origin: datetime, time_scale: TimeScale) -> datetime:
+    """Inverse of `to_virtual`."""
+    origin = _utc(origin)
+    return origin + (_utc(moment) - origin) * time_scale.factor
+
+
+# --------------------------------------------------------------------------- composite rules
+
+
+class AlarmRuleSyntaxError(ValueError):
+    """An AlarmRule outside the grammar the sandbox evaluates."""
+
+
+@dataclass(frozen=True)
+class StateIs:
+    """ALARM("name"), OK("name"), INSUFFICIENT_DATA("name"): the named alarm is in `state`."""
+
+    state: AlarmState
+    alarm: str  # the alarm's name (an ARN is reduced to its name)
+
+
+@dataclass(frozen=True)
+class Constant:
+    value: bool
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: RuleNode
+
+
+@dataclass(frozen=True)
+class And:
+    operands: tuple[RuleNode, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    operands: tuple[RuleNode, ...]
+
+
+RuleNode = StateIs | Constant | Not | And | Or
+_FUNCTIONS = {state.value: state for state in AlarmState}
+
+
+def alarm_name_of(reference: str) -> str:
+    """An alarm ARN (arn:aws:cloudwatch:region:account:alarm:name) -> name; a name is kept."""
+    if reference.startswith("arn:") and ":alarm:" in reference:
+        return reference.split(":alarm:", 1)[1]
+    return reference
+
+
+class _RuleParser:
+    """Recursive descent over: or := and (OR and)*; and := not (AND not)*; not := NOT not | atom;
+    atom := ( or ) | TRUE | FALSE | FUNCTION ( name ). NOT binds tightest, then AND, then OR."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, message: str) -> AlarmRuleSyntaxError:
+        return AlarmRuleSyntaxError(f"AlarmRule {self.text!r}: {message} at position {self.pos}")
+
+    def parse(self) -> RuleNode:
+        node = self.or_()
+        self.skip_space()
+        if self.pos != len(self.text):
+            raise self.fail(f"unexpected {self.text[self.pos :]!r}")
+        return node
+
+    def skip_space(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek_word(self) -> str:
+        self.skip_space()
+        end = self.pos
+        while end < len(self.text) and (self.text[end].isalnum() or self.text[end] == "_"):
+            end += 1
+        return self.text[self.pos : end]
+
+    def keyword(self, word: str) -> bool:
+        if self.peek_word() == word:
+            self.pos += len(word)
+            return True
+        return False
+
+    def expect(self, char: str) -> None:
+        self.skip_space()
+        if not self.text.startswith(char, self.pos):
+            raise self.fail(f"expected {char!r}")
+        self.pos += 1
+
+    def or_(self) -> RuleNode:
+        operands = [self.and_()]
+        while self.keyword("OR"):
+            operands.append(self.and_())
+        return operands[0] if len(operands) == 1 else Or(tuple(operands))
+
+    def and_(self) -> RuleNode:
+        operands = [self.not_()]
+        while self.keyword("AND"):
+            operands.append(self.not_())
+        return operands[0] if len(operands) == 1 else And(tuple(operands))
+
+    def not_(self) -> RuleNode:
+        if self.keyword("NOT"):
+            return Not(self.not_())
+        return self.atom()
+
+    def atom(self) -> RuleNode:
+        self.skip_space()
+        if self.text.startswith("(", self.pos):
+            self.pos += 1
+            node = self.or_()
+            self.expect(")")
+            return node
+        word = self.peek_word()
+        if word in ("TRUE", "FALSE"):
+            self.pos += len(word)
+            return Constant(word == "TRUE")
+        if word in _FUNCTIONS:
+            self.pos += len(word)
+            self.expect("(")
+            name = self.alarm_reference()
+            self.expect(")")
+            return StateIs(_FUNCTIONS[word], alarm_name_of(name))
+        if word:
+            raise self.fail(f"unsupported function or keyword {word!r}")
+        if self.pos >= len(self.text):
+            raise self.fail("unexpected end")
+        raise self.fail(f"unexpected {self.text[self.pos]!r}")
+
+    def alarm_reference(self) -> str:
+        self.skip_space()
+        if self.text.startswith('"', self.pos):
+            end = self.text.find('"', self.pos + 1)
+            if end < 0:
+                raise self.fail("unterminated quoted alarm name")
+            name = self.text[self.pos + 1 : end]
+            self.pos = end + 1
+        else:
+            end = self.text.find(")", self.pos)
+            if end < 0:
+                raise self.fail("expected ')'")
+            name = self.text[self.pos : end].strip()
+            self.pos = end
+        if not name:
+            raise self.fail("empty alarm name")
+        return name
+
+
+def parse_alarm_rule(text: str) -> RuleNode:
+    """Parse a composite alarm's AlarmRule (the subset above); AlarmRuleSyntaxError otherwise."""
+    if not text or not text.strip():
+        raise AlarmRuleSyntaxError("AlarmRule is empty")
+    return _RuleParser(text).parse()
+
+
+def evaluate_alarm_rule(rule: RuleNode, states: Mapping[str, AlarmState | str]) -> bool:
+    """The rule's truth over alarm states by name (an alarm not in `states` is in no state)."""
+    match rule:
+        case StateIs(state, alarm):
+            return alarm in states and AlarmState(states[alarm]) is state
+        case Constant(value):
+            return value
+        case Not(operand):
+            return not evaluate_alarm_rule(operand, states)
+        case And(operands):
+            return all(evaluate_alarm_rule(operand, states) for operand in operands)
+        case Or(operands):
+            return any(evaluate_alarm_rule(operand, states) for operand in operands)
+    raise TypeError(f"not a rule node: {rule!r}")  # pragma: no cover
+
+
+def _atoms(rule: RuleNode) -> list[StateIs]:
+    match rule:
+        case StateIs():
+            return [rule]
+        case Not(operand):
+            return _atoms(operand)
+        case And(operands) | Or(operands):
+            return [atom for operand in operands for atom in _atoms(operand)]
+    return []
+
+
+def rule_alarm_names(rule: RuleNode) -> list[str]:
+    """The alarms a rule refers to, in order, once each."""
+    return list(dict.fromkeys(atom.alarm for atom in _atoms(rule)))
+
+
+# --------------------------------------------------------------------------- metric data
+
+
+def datum_samples(datum: Any, statistic: str) -> list[Sample]:
+    """moto's stored datapoint -> the samples it stands for (timestamps as stored: real).
+
+    A `MetricDatum` (one Value; Values x Counts are stored by moto as repeated datums) is one
+    sample. A `MetricAggregatedDatum` (StatisticValues: Sum, Minimum, Maximum, SampleCount) is
+    one sample of weight SampleCount whose value keeps the alarm's statistic exact: sum/count for
+    Sum, Average and SampleCount; Minimum for Minimum; Maximum for Maximum. Percentiles cannot be
+    computed from a statistic set (CloudWatch reports none for such data): it gives no sample
+    for a percentile, nor when its SampleCount is not positive.
+    """
+    timestamp = _utc(datum.timestamp)
+    if hasattr(datum, "value"):
+        return [Sample(timestamp, float(datum.value))]
+    count = float(datum.sample_count)
+    if count <= 0 or statistic not in _STATISTIC_NAMES:
+        return []
+    if statistic == "Minimum":
+        value = float(datum.min)
+    elif statistic == "Maximum":
+        value = float(datum.max)
+    else:
+        value = float(datum.sum) / count
+    return [Sample(timestamp, value, count)]
+
+
+def _dimension_key(dimensions: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    return frozenset((str(d.name), str(d.value)) for d in dimensions)
+
+
+def _metric_data(account_id: str, region: str) -> list[Any]:
+    from moto.cloudwatch.models import cloudwatch_backends
+
+    return list(cloudwatch_backends[account_id][region].metric_data)
+
+
+# --------------------------------------------------------------------------- moto seam
+
+
+def install_composite_alarm_api() -> bool:
+    """Give moto's CloudWatch the PutCompositeAlarm action it lacks (idempotent; returns True).
+
+    moto 5.2 already models composite alarms -- its PutMetricAlarm handler reads `AlarmRule`,
+    stores it on the alarm, and DescribeAlarms lists such alarms under CompositeAlarms; only the
+    action is missing (NotImplementedError). Routing PutCompositeAlarm to that handler makes the
+    API work in-process and served. A moto that implements it itself is left untouched.
+    """
+    from moto.cloudwatch.responses import CloudWatchResponse
+
+    existing = getattr(CloudWatchResponse, "put_composite_alarm", None)
+    if existing is not None:
+        return True
+
+    def put_composite_alarm(self: Any) -> Any:
+        return CloudWatchResponse.put_metric_alarm(self)
+
+    put_composite_alarm.__pipeops_seam__ = True  # type: ignore[attr-defined]
+    CloudWatchResponse.put_composite_alarm = put_composite_alarm  # type: ignore[attr-defined]
+    return True
+
+
+# --------------------------------------------------------------------------- notifications
+
+
+def _cw_time(moment: datetime) -> str:
+    """CloudWatch's notation: 2024-01-15T10:30:00.123+0000."""
+    moment = _utc(moment)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}+0000"
+
+
+@cache
+def region_description(region: str) -> str:
+    """'us-east-1' -> 'US East (N. Virginia)', as alarm notifications name regions."""
+    try:
+        import botocore.session
+
+        for partition in botocore.session.get_session().get_data("endpoints")["partitions"]:
+            described = partition.get("regions", {}).get(region, {}).get("description")
+            if described:
+                return str(described)
+    except Exception:  # pragma: no cover - the region code is an acceptable fallback
+        LOG.debug("no description for region %s", region, exc_info=True)
+    return region
+
+
+def _subject(state: AlarmState, name: str, region: str) -> str:
+    subject = f'{state.value}: "{name}" in {region_description(region)}'
+    return subject if len(subject) <= SUBJECT_MAX else subject[: SUBJECT_MAX - 3] + "..."
+
+
+def _actions(alarm: Mapping[str, Any], state: AlarmState) -> list[str]:
+    key = {
+        AlarmState.ALARM: "AlarmActions",
+        AlarmState.OK: "OKActions",
+        AlarmState.INSUFFICIENT_DATA: "InsufficientDataActions",
+    }[state]
+    return list(alarm.get(key) or [])
+
+
+def _state(value: str | None) -> AlarmState:
+    try:
+        return AlarmState(value or AlarmState.INSUFFICIENT_DATA)
+    except ValueError:
+        return AlarmState.INSUFFICIENT_DATA
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One state change the engine made (a silent first INSUFFICIENT_DATA is not one)."""
+
+    alarm_name: str
+    alarm_arn: str
+    old_state: AlarmState
+    new_state: AlarmState
+    reason: str
+    reason_data: str
+    time: datetime  # real
+    notified: tuple[str, ...]  # SNS topic ARNs published to
+
+
+@dataclass
+class _Child:
+    arn: str
+    state: AlarmState
+    timestamp: datetime
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+class AlarmEngine:
+    """Evaluates moto's alarms every `interval` real seconds (default: one virtual minute).
+
+    `clock` returns the real now (tests inject one); `origin` is where virtual and real time
+    meet (default: the clock's now at construction). `transitions` keeps the last `history`
+    state changes; `evaluate_now()` runs a pass synchronously; `start()`/`stop()` the thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        time_scale: TimeScale | None = None,
+        interval: float | None = None,
+        clock: Callable[[], datetime] | None = None,
+        origin: datetime | None = None,
+        history: int = 1000,
+    ) -> None:
+        install_composite_alarm_api()  # the engine evaluates composites: let them be created
+        self.region = region
+        self.time_scale = time_scale or TimeScale(1.0)
+        self.interval = self.time_scale.scale(VIRTUAL_MINUTE) if interval is None else float(interval)
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.origin = _utc(origin or self.clock())
+        self.transitions: deque[Transition] = deque(maxlen=history)  # newest last
+        self._cloudwatch = sandbox_client("cloudwatch", region, endpoint_url)
+        self._sns = sandbox_client("sns", region, endpoint_url)
+        self._known: dict[str, AlarmState] = {}  # the state the engine last gave each alarm
+        self._told: set[tuple[str, str]] = set()  # (alarm, what) already logged at INFO
+        self._pass_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> AlarmEngine:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="sandbox-alarm-engine", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.evaluate_now()
+            except Exception:  # never let the engine die, never raise out of the thread
+                LOG.warning("alarm evaluation pass failed", exc_info=True)
+
+    # -- one pass -----------------------------------------------------------------------------
+
+    def virtual_now(self) -> datetime:
+        return to_virtual(self.clock(), self.origin, self.time_scale)
+
+    def evaluate_now(self) -> list[Transition]:
+        """One evaluation pass over every alarm, synchronously; the transitions it made."""
+        with self._pass_lock:
+            now_real = _utc(self.clock())
+            now = to_virtual(now_real, self.origin, self.time_scale)
+            metric_alarms, composite_alarms = self._describe_alarms()
+            present = {a["AlarmName"] for a in metric_alarms + composite_alarms}
+            self._known = {name: state for name, state in self._known.items() if name in present}
+            children: dict[str, _Child] = {
+                a["AlarmName"]: _Child(a["AlarmArn"], self._current(a)[0], _utc(a["StateUpdatedTimestamp"]))
+                for a in metric_alarms + composite_alarms
+            }
+            made: list[Transition] = []
+            rules = {a["AlarmName"]: self._metric_rule(a) for a in metric_alarms}
+            data = self._read_metrics(metric_alarms, rules)
+            for alarm in metric_alarms:
+                rule = rules[alarm["AlarmName"]]
+                if rule is None:
+                    continue
+                try:
+                    transition = self._evaluate_metric_alarm(alarm, rule, data, now, now_real)
+                except Exception:
+                    LOG.warning("alarm %s: evaluation failed", alarm["AlarmName"], exc_info=True)
+                    continue
+                child = children[alarm["AlarmName"]]
+                child.state = self._known.get(alarm["AlarmName"], child.state)
+                if transition is not None:
+                    child.timestamp = now_real
+                    made.append(transition)
+            for alarm in self._composites_in_order(composite_alarms):
+                try:
+                    transition = self._evaluate_composite(alarm, children, now_real)
+                except Exception:
+                    LOG.warning("composite alarm %s: evaluation failed", alarm["AlarmName"], exc_info=True)
+                    continue
+                child = children[alarm["AlarmName"]]
+                child.state = self._known.get(alarm["AlarmName"], child.state)
+                if transition is not None:
+                    child.timestamp = now_real
+                    made.append(transition)
+            self.transitions.extend(made)
+            return made
+
+    def _describe_alarms(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        metric: list[dict[str, Any]] = []
+        composite: list[dict[str, Any]] = []
+        paginator = self._cloudwatch.get_paginator("describe_alarms")
+        for page in paginator.paginate(AlarmTypes=["MetricAlarm", "CompositeAlarm"]):
+            metric.extend(page.get("MetricAlarms", []))
+            composite.extend(page.get("CompositeAlarms", []))
+        return metric, composite
+
+    def _tell_once(self, alarm: str, what: str, message: str, *args: Any) -> None:
+        if (alarm, what) not in self._told:
+            self._told.add((alarm, what))
+            LOG.info(message, *args)
+
+    def _current(self, alarm: Mapping[str, Any]) -> tuple[AlarmState, bool]:
+        """(the alarm's state as AWS would have it, whether moto shows its initial Unchecked OK)."""
+        unchecked = alarm.get("StateReason") == UNCHECKED_REASON
+        if unchecked:
+            return self._known.get(alarm["AlarmName"], AlarmState.INSUFFICIENT_DATA), True
+        return _state(alarm.get("StateValue")), False
+
+    # -- metric alarms --------------------------------------------------------------------------
+
+    def _metric_rule(self, alarm: Mapping[str, Any]) -> AlarmRule | None:
+        name = alarm["AlarmName"]
+        if alarm.get("Metrics"):
+            self._tell_once(name, "math", "alarm %s: metric-math alarm, not evaluated in the sandbox", name)
+            return None
+        try:
+            rule = AlarmRule.from_put_metric_alarm(alarm)
+        except ValueError as exc:
+            self._tell_once(name, "rule", "alarm %s: not evaluated in the sandbox: %s", name, exc)
+            return None
+        if alarm.get("Namespace") in IGNORE_MISSING_NAMESPACES:
+            rule = replace(rule, treat_missing_data=TreatMissingData.IGNORE)
+        return rule
+
+    def _read_metrics(
+        self, alarms: Sequence[Mapping[str, Any]], rules: Mapping[str, AlarmRule | None]
+    ) -> dict[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]]:
+        """Datums of the metrics the evaluable alarms watch: (account, namespace, name, dims) ->."""
+        wanted: dict[str, set[tuple[str, str]]] = {}
+        for alarm in alarms:
+            if rules.get(alarm["AlarmName"]) is not None:
+                account = alarm["AlarmArn"].split(":")[4]
+                wanted.setdefault(account, set()).add(
+                    (alarm.get("Namespace", ""), alarm.get("MetricName", ""))
+                )
+        found: dict[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]] = {}
+        for account, metrics in wanted.items():
+            for datum in _metric_data(account, self.region):
+                if (datum.namespace, datum.name) in metrics:
+                    key = (account, datum.namespace, datum.name, _dimension_key(datum.dimensions))
+                    found.setdefault(key, []).append(datum)
+        return found
+
+    def _samples(
+        self,
+        alarm: Mapping[str, Any],
+        rule: AlarmRule,
+        data: Mapping[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]],
+        since: datetime,
+    ) -> list[Sample]:
+        account = alarm["AlarmArn"].split(":")[4]
+        dimensions = frozenset((d["Name"], d["Value"]) for d in alarm.get("Dimensions", []))
+        unit = alarm.get("Unit")
+        real_since = to_real(since, self.origin, self.time_scale)
+        samples = []
+        for datum in data.get(
+            (account, alarm.get("Namespace", ""), alarm.get("MetricName", ""), dimensions), []
+        ):
+            if unit and datum.unit != unit:
+                continue
+            if _utc(datum.timestamp) < real_since:
+                continue
+            for sample in datum_samples(datum, rule.statistic):
+                samples.append(
+                    replace(sample, timestamp=to_virtual(sample.timestamp, self.origin, self.time_scale))
+                )
+        return samples
+
+    def _evaluate_metric_alarm(
+        self,
+        alarm: Mapping[str, Any],
+        rule: AlarmRule,
+        data: Mapping[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]],
+        now: datetime,
+        now_real: datetime,
+    ) -> Transition | None:
+        name = alarm["AlarmName"]
+        previous, unchecked = self._current(alarm)
+        start, end = evaluation_window(rule, now)
+        samples = self._samples(alarm, rule, data, start)
+        verdict = evaluate_samples(rule, samples, now, previous)
+        new = verdict.state
+        if new is previous and not unchecked:
+            self._known[name] = new
+            return None
+        reason = _metric_reason(verdict, rule, previous, new)
+        reason_data = _metric_reason_data(verdict, rule, samples, now, start, end)
+        self._set_state(name, new, reason, reason_data)
+        self._known[name] = new
+        if new is previous:  # the first evaluation confirmed AWS's initial state: no transition
+            return None
+        message = _metric_message(alarm, rule, previous, new, reason, now_real, self.region)
+        notified = self._notify(alarm, new, message)
+        LOG.info("alarm %s: %s -> %s: %s", name, previous.value, new.value, reason)
+        return Transition(name, alarm["AlarmArn"], previous, new, reason, reason_data, now_real, notified)
+
+    # -- composite alarms -----------------------------------------------------------------------
+
+    def _composite_rule(self, alarm: Mapping[str, Any]) -> RuleNode | None:
+        name = alarm["AlarmName"]
+        try:
+            return parse_alarm_rule(alarm.get("AlarmRule", ""))
+        except AlarmRuleSyntaxError as exc:
+            self._tell_once(name, "rule", "composite alarm %s: not evaluated in the sandbox: %s", name, exc)
+            return None
+
+    def _composites_in_order(self, composites: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Evaluable composites, each after the composites its rule refers to; cycles left out."""
+        by_name = {a["AlarmName"]: a for a in composites}
+        depends: dict[str, list[str]] = {}
+        for name, alarm in by_name.items():
+            rule = self._composite_rule(alarm)
+            if rule is not None:
+                depends[name] = [child for child in rule_alarm_names(rule) if child in by_name]
+        ordered: list[dict[str, Any]] = []
+        done: set[str] = set()
+        visiting: set[str] = set()
+
+        def visit(name: str) -> bool:
+            if name in done:
+                return True
+            if name in visiting or name not in depends:
+                return False
+            visiting.add(name)
+            ok = all(visit(child) for child in depends[name])
+            visiting.discard(name)
+            if ok:
+                done.add(name)
+                ordered.append(by_name[name])
+            return ok
+
+        for name in depends:
+            if not visit(name):
+                self._tell_once(
+                    name,
+                    "cycle",
+                    "composite alarm %s: its rule depends on a cycle or an unevaluable composite; left alone",
+                    name,
+                )
+        return ordered
+
+    def _evaluate_composite(
+        self, alarm: Mapping[str, Any], children: Mapping[str, _Child], now_real: datetime
+    ) -> Transition | None:
+        name = alarm["AlarmName"]
+        rule = parse_alarm_rule(alarm["AlarmRule"])
+        for child in rule_alarm_names(rule):
+            if child not in children:
+                self._tell_once(
+                    name,
+                    f"missing:{child}",
+                    "composite alarm %s: its rule names %s, which does not exist",
+                    name,
+                    child,
+                )
+        states = {child_name: child.state for child_name, child in children.items()}
+        outcome = evaluate_alarm_rule(rule, states)
+        new = AlarmState.ALARM if outcome else AlarmState.OK
+        previous, unchecked = self._current(alarm)
+        if new is previous and not unchecked:
+            self._known[name] = new
+            return None
+        triggering = [
+            atom.alarm
+            for atom in _atoms(rule)
+            if atom.alarm in children and evaluate_alarm_rule(atom, states) is outcome
+        ]
+        triggering = list(dict.fromkeys(triggering))
+        reason, reason_data = _composite_reason(rule, outcome, triggering, children)
+        self._set_state(name, new, reason, reason_data)
+        self._known[name] = new
+        if new is previous:
+            return None
+        message = {
+            "AlarmName": name,
+            "AlarmDescription": alarm.get("AlarmDescription"),
+            "AWSAccountId": alarm["AlarmArn"].split(":")[4],
+            "NewStateValue": new.value,
+            "NewStateReason": reason,
+            "StateChangeTime": _cw_time(now_real),
+            "Region": region_description(self.region),
+            "AlarmArn": alarm["AlarmArn"],
+            "OKActions": list(alarm.get("OKActions") or []),
+            "AlarmActions": list(alarm.get("AlarmActions") or []),
+            "InsufficientDataActions": list(alarm.get("InsufficientDataActions") or []),
+            "OldStateValue": previous.value,
+            "AlarmRule": alarm["AlarmRule"],
+            "TriggeringChildren": [
+                {
+                    "Arn": children[child].arn,
+                    "State": {
+                        "Value": children[child].state.value,
+                        "Timestamp": _cw_time(children[child].timestamp),
+                    },
+                }
+                for child in triggering
+            ],
+        }
+        notified = self._notify(alarm, new, message)
+        LOG.info("composite alarm %s: %s -> %s: %s", name, previous.value, new.value, reason)
+        return Transition(name, alarm["AlarmArn"], previous, new, reason, reason_data, now_real, notified)
+
+    # -- effects ------------------------------------------------------------------------------
+
+    def _set_state(self, name: str, state: AlarmState, reason: str, reason_data: str) -> None:
+        self._cloudwatch.set_alarm_state(
+            AlarmName=name,
+            StateValue=state.value,
+            StateReason=reason[:STATE_REASON_MAX],
+            StateReasonData=reason_data,
+        )
+
+    def _notify(
+        self, alarm: Mapping[str, Any], state: AlarmState, message: Mapping[str, Any]
+    ) -> tuple[str, ...]:
+        if not alarm.get("ActionsEnabled", True):
+            return ()
+        subject = _subject(state, alarm["AlarmName"], self.region)
+        body = json.dumps(message, separators=(",", ":"))
+        published = []
+        for action in _actions(alarm, state):
+            if not action.startswith("arn:") or action.split(":")[2] != "sns":
+                self._tell_once(
+                    alarm["AlarmName"],
+                    f"action:{action}",
+                    "alarm %s: action %s is not an SNS topic; not performed in the sandbox",
+                    alarm["AlarmName"],
+                    action,
+                )
+                continue
+            try:
+                self._sns.publish(TopicArn=action, Subject=subject, Message=body)
+            except Exception:
+                LOG.warning("alarm %s: could not publish to %s", alarm["AlarmName"], action, exc_info=True)
+                continue
+            published.append(action)
+        return tuple(published)
+
+
+# --------------------------------------------------------------------------- texts
+
+
+def _metric_reason(verdict: Verdict, rule: AlarmRule, previous: AlarmState, new: AlarmState) -> str:
+    """The evaluator's reason, with CloudWatch's '(minimum M datapoints for A -> B transition)'."""
+    reason = verdict.reason
+    if new is previous or not reason.startswith("Threshold Crossed") or not reason.endswith("."):
+        return reason
+    if new is AlarmState.ALARM:
+        needed = rule.datapoints_to_alarm
+    else:
+        needed = rule.evaluation_periods - rule.datapoints_to_alarm + 1
+    return f"{reason[:-1]} (minimum {_plural(needed, 'datapoint')} for {previous.value} -> {new.value} transition)."
+
+
+def _metric_reason_data(
+    verdict: Verdict,
+    rule: AlarmRule,
+    samples: Sequence[Sample],
+    now: datetime,
+    start: datetime,
+    end: datetime,
+) -> str:
+    counts = aggregate(samples, "SampleCount", rule.period_seconds, start, end)
+    evaluated = []
+    for point in verdict.datapoints:  # newest first, as CloudWatch lists them
+        entry: dict[str, Any] = {"timestamp": _cw_time(point.timestamp)}
+        if point.value is not None:
+            entry["sampleCount"] = counts.get(point.timestamp, 0.0)
+            entry["value"] = point.value
+        evaluated.append(entry)
+    recent = [p.value for p in reversed(verdict.datapoints) if p.value is not None]
+    oldest = min((p.timestamp for p in verdict.datapoints), default=end)
+    data: dict[str, Any] = {
+        "version": "1.0",
+        "queryDate": _cw_time(now),
+        "startDate": _cw_time(oldest),
+        "statistic" if not rule.is_percentile else "extendedStatistic": rule.statistic,
+        "period": rule.period_seconds,
+        "recentDatapoints": recent,
+        "threshold": rule.threshold,
+        "evaluatedDatapoints": evaluated,
+    }
+    text = json.dumps(data, separators=(",", ":"))
+    if len(text) > STATE_REASON_DATA_MAX:
+        del data["evaluatedDatapoints"]
+        text = json.dumps(data, separators=(",", ":"))
+    return text
+
+
+def _metric_message(
+    alarm: Mapping[str, Any],
+    rule: AlarmRule,
+    previous: AlarmState,
+    new: AlarmState,
+    reason: str,
+    now_real: datetime,
+    region: str,
+) -> dict[str, Any]:
+    """CloudWatch's SNS notification for a metric alarm (the documented schema)."""
+    trigger: dict[str, Any] = {
+        "MetricName": alarm.get("MetricName"),
+        "Namespace": alarm.get("Namespace"),
+    }
+    if rule.is_percentile:
+        trigger["StatisticType"] = "ExtendedStatistic"
+        trigger["ExtendedStatistic"] = rule.statistic
+    else:
+        trigger["StatisticType"] = "Statistic"
+        trigger["Statistic"] = _STATISTIC_NAMES[rule.statistic]
+    trigger.update(
+        {
+            "Unit": alarm.get("Unit"),
+            "Dimensions": [{"value": d["Value"], "name": d["Name"]} for d in alarm.get("Dimensions", [])],
+            "Period": rule.period_seconds,
+            "EvaluationPeriods": rule.evaluation_periods,
+            "DatapointsToAlarm": rule.datapoints_to_alarm,
+            "ComparisonOperator": rule.comparison.value,
+            "Threshold": rule.threshold,
+            "TreatMissingData": alarm.get("TreatMissingData") or TreatMissingData.MISSING.value,
+            "EvaluateLowSampleCountPercentile": alarm.get("EvaluateLowSampleCountPercentile") or "",
+        }
+    )
+    updated = alarm.get("AlarmConfigurationUpdatedTimestamp")
+    return {
+        "AlarmName": alarm["AlarmName"],
+        "AlarmDescription": alarm.get("AlarmDescription"),
+        "AWSAccountId": alarm["AlarmArn"].split(":")[4],
+        "AlarmConfigurationUpdatedTimestamp": _cw_time(updated) if updated else None,
+        "NewStateValue": new.value,
+        "NewStateReason": reason,
+        "StateChangeTime": _cw_time(now_real),
+        "Region": region_description(region),
+        "AlarmArn": alarm["AlarmArn"],
+        "OldStateValue": previous.value,
+        "OKActions": list(alarm.get("OKActions") or []),
+        "AlarmActions": list(alarm.get("AlarmActions") or []),
+        "InsufficientDataActions": list(alarm.get("InsufficientDataActions") or []),
+        "Trigger": trigger,
+    }
+
+
+def _composite_reason(
+    rule: RuleNode, outcome: bool, triggering: Sequence[str], children: Mapping[str, _Child]
+) -> tuple[str, str]:
+    """CloudWatch's composite reason: '<child ARN> transitioned to ALARM at Sunday 30 October,
+    2022 20:47:35 UTC' (the latest-changed triggering child) and {"triggeringAlarms": [...]}."""
+    data = {
+        "triggeringAlarms": [
+            {
+                "arn": children[name].arn,
+                "state": {
+                    "value": children[name].state.value,
+                    "timestamp": _cw_time(children[name].timestamp),
+                },
+            }
+            for name in triggering
+        ]
+    }
+    if triggering:
+        latest = max((children[name] for name in triggering), key=lambda child: child.timestamp)
+        moment = _utc(latest.timestamp)
+        reason = f"{latest.arn} transitioned to {latest.state.value} at {moment:%A %d %B, %Y %H:%M:%S} UTC"
+    else:
+        reason = f"AlarmRule evaluated to {'TRUE' if outcome else 'FALSE'}"
+    return reason, json.dumps(data, separators=(",", ":"))

@@ -1,0 +1,174 @@
+"""Every metric an alarm or a dashboard widget names is emitted by some code path, checked on a
+sandbox run that takes those paths. An alarm on a metric nothing emits can never fire.
+
+One sandbox, one workload that takes the healthy paths and the ones that page: a capacity wait,
+an unsupported, an empty and a non-UTF-8 file, a task that crashes on a file, a poison message, a
+repeated message, an execution that fails, and reconciler runs. Then each (namespace, metric, dimensions) row the alarms and the
+operations dashboard name must exist in CloudWatch. The exceptions are listed with the reason a
+realtime sandbox cannot emit them and the test that covers them instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from alarms.catalog import build_catalog
+from dashboards.build import operations_body, resolve
+from dashboards.render import expand_metrics
+from pipeline.jobs import JobMessage
+from pipeline.status import JobStatus
+from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
+from pipeops.dashboard_cli import stack_names, stack_parameters
+from pipeops.resources import Connection
+from sandbox.template import load_template
+
+pytestmark = pytest.mark.slow
+
+# Rows no realtime sandbox run can emit, by (namespace, metric, emitter or resource logical id).
+NOT_IN_A_REALTIME_SANDBOX = {
+    ("PipeOps", "JobsQueued", "BatchTriggerFunction"): "batch mode only (tests/functional/test_batch_trigger_handler.py)",
+    ("PipeOps", "BatchJobsScheduled", "BatchTriggerFunction"): "batch mode only (test_batch_trigger_handler.py)",
+    ("PipeOps", "StaleJobsReclaimed", "BatchTriggerFunction"): "batch mode only (test_batch_trigger_handler.py)",
+    ("PipeOps", "SlotsReleased", "BatchTriggerFunction"): "batch mode only (test_batch_trigger_handler.py)",
+    ("PipeOps", "JobsFailed", "BatchTriggerFunction"): "batch mode only (test_batch_trigger_handler.py)",
+    ("PipeOps", "StartExecutionFailures", "RouterFunction"): "a refused StartExecution (test_router_handler.py)",
+    ("PipeOps", "SlotsReleased", "RouterFunction"): "a refused StartExecution (test_router_handler.py)",
+    ("PipeOps", "StaleStatusWrites", "WorkflowTrackerFunction"): "a backwards status write (test_tracker_handler.py)",
+    ("PipeOps", "DuplicateReleases", "WorkflowTrackerFunction"): "a duplicated status event (test_pipeline_e2e.py)",
+    ("PipeOps", "DuplicateDeliveries", "IngestFunction"): "a redelivered S3 event (tests/functional/test_ingest_races.py)",
+    ("PipeOps", "SyntheticValuesGenerated", "GenerateSyntheticFunction"): "RedactionMode synthetic (the dashboard test)",
+    ("AWS/States", "ExecutionsTimedOut", "PipelineStateMachine"): "an execution past TimeoutSeconds (600 s at least here)",
+    ("AWS/States", "ExecutionsAborted", "PipelineStateMachine"): "a stopped execution (test_reconcile_sandbox.py)",
+    ("AWS/States", "ExecutionThrottled", "PipelineStateMachine"): "AWS publishes it only on throttling; moto never throttles",
+}
+ONLY_ON_THROTTLING = {"Throttles", "ReadThrottleEvents", "WriteThrottleEvents", "ConditionalCheckFailedRequests"}
+BATCH_ONLY_FUNCTION = "BatchTriggerFunction"  # its schedule is disabled in realtime mode
+SYNTHETIC_ONLY_FUNCTION = "GenerateSyntheticFunction"
+
+
+def runs(sandbox: Any) -> list[RunRecord]:
+    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
+    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
+
+
+def wait_until(predicate: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def emitted(sandbox: Any) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
+    cloudwatch = sandbox.client("cloudwatch")
+    found = set()
+    for page in cloudwatch.get_paginator("list_metrics").paginate():
+        for metric in page["Metrics"]:
+            dims = frozenset((d["Name"], d["Value"]) for d in metric.get("Dimensions", []))
+            found.add((metric["Namespace"], metric["MetricName"], dims))
+    return found
+
+
+def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.handlers.detect as detect_handler
+    import pipeline.handlers.finalize as finalize_handler
+
+    real_detect = detect_handler.detect_file
+
+    def crash_on_one_file(event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event["file_key"] == "mixed/crash.txt":  # the task fails: its Catch hands the file to Finalize
+            raise RuntimeError("injected: detection crashed")
+        return real_detect(event, *args, **kwargs)
+
+    monkeypatch.setattr(detect_handler, "detect_file", crash_on_one_file)
+
+    sandbox = make_sandbox(MaxConcurrentWorkflows="1")
+    bucket = sandbox.outputs["InputBucketName"]
+    s3, sqs = sandbox.client("s3"), sandbox.client("sqs")
+    sqs.set_queue_attributes(QueueUrl=sandbox.outputs["MainQueueUrl"], Attributes={"VisibilityTimeout": "20"})
+
+    # Healthy paths, one slot for two jobs (a capacity wait), and the files that are not redacted.
+    for key, body in {
+        "one.txt": b"mail ann@corp.example, call 555-201-3344\n",
+        "two.txt": b"mail bob@corp.example\n",
+        "mixed/scan.pdf": b"%PDF-1.4",
+        "mixed/empty.txt": b"",
+        "mixed/legacy.txt": b"\xff\xfe\x00latin-1 \xe9t\xe9",
+        "mixed/ok.txt": b"card 4111 1111 1111 1111\n",
+        "mixed/crash.txt": b"mail dee@corp.example\n",
+    }.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    sqs.send_message(QueueUrl=sandbox.outputs["MainQueueUrl"], MessageBody='{"v": 1, "job_id": 42')  # poison
+    assert sandbox.wait_until_idle(300)
+    [done] = [run for run in runs(sandbox) if run.job_id == "one.txt"]
+    assert done.status is JobStatus.COMPLETE
+    sqs.send_message(  # a repeated message for a finished run: a duplicate delivery
+        QueueUrl=sandbox.outputs["MainQueueUrl"], MessageBody=JobMessage(done.job_id, done.started_at, bucket).to_json()
+    )
+
+    # An execution that fails: its first status write raises (the workflow's Catch marks it FAILED).
+    real_write_status = finalize_handler.write_status
+
+    def fail_the_first_write(event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event.get("job_id") == "doomed.txt":
+            raise RuntimeError("injected: the run's status write fails")
+        return real_write_status(event, *args, **kwargs)
+
+    monkeypatch.setattr(finalize_handler, "write_status", fail_the_first_write)
+    s3.put_object(Bucket=bucket, Key="doomed.txt", Body=b"mail cy@corp.example\n")
+    wait_until(lambda: any(r.job_id == "doomed.txt" and r.status.is_terminal for r in runs(sandbox)), 300)
+    for _ in range(2):  # the reconciler's metrics (it also runs on its schedule)
+        invoked = sandbox.client("lambda").invoke(
+            FunctionName=sandbox.outputs["ReconcilerFunctionName"], Payload=json.dumps({"dry_run": True}).encode()
+        )
+        assert "FunctionError" not in invoked
+    assert sandbox.wait_until_idle(120)
+
+    template = load_template()
+    specs = build_catalog(template)
+    connection = Connection.resolve(None, None, None)
+    resources = connection.resources()
+    names = stack_names(resources, stack_parameters(connection, resources.stack_name), "us-east-1", template)
+    body = resolve(operations_body(specs, template), names)
+    logical = {value: key for key, value in names.items()}  # physical name -> logical id
+    named: set[tuple[str, str, frozenset[tuple[str, str]]]] = set()
+    for widget in body["widgets"]:
+        properties = widget.get("properties", {})
+        if widget.get("type") != "metric":
+            continue
+        for query in expand_metrics(properties["metrics"], stat=properties.get("stat", "Average"), period=properties.get("period", 300)):
+            if query.expression is None:
+                named.add((query.namespace, query.name, frozenset(query.dimensions)))
+    for spec in specs:
+        dims = frozenset((name, names[_ref(value)]) for name, value in spec.watched.dimensions if _ref(value))
+        static = frozenset((name, value) for name, value in spec.watched.dimensions if isinstance(value, str))
+        named.add((spec.watched.namespace, spec.watched.name, dims | static))
+
+    seen = emitted(sandbox)
+    missing = []
+    for namespace, name, dims in sorted(named, key=str):
+        if (namespace, name, dims) in seen:
+            continue
+        owner = next((logical.get(v, v) for k, v in dims if k in ("function", "FunctionName", "StateMachineArn")), "")
+        if (namespace, name, owner) in NOT_IN_A_REALTIME_SANDBOX or name in ONLY_ON_THROTTLING:
+            continue
+        if owner in (BATCH_ONLY_FUNCTION, SYNTHETIC_ONLY_FUNCTION):
+            continue
+        if namespace == "AWS/DynamoDB":
+            continue  # neither moto nor the sandbox publishes AWS/DynamoDB metrics
+        missing.append(f"{namespace} {name} {dict(dims)}")
+    assert missing == [], "named by an alarm or widget, emitted by nothing on this run:\n" + "\n".join(missing)
+    assert len(named) > 80
+
+
+def _ref(value: Any) -> str | None:
+    """The logical id an alarm dimension refers to (Ref or GetAtt), or None for a literal."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return str(value["Ref"])
+        if "Fn::GetAtt" in value:
+            return ".".join(value["Fn::GetAtt"])
+    return None

@@ -1,0 +1,358 @@
+"""The large-folder benchmark's section renderer and its call attribution, on fixed input (no moto, no timing)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from bench.large_folder import (
+    HEADING,
+    SECTION,
+    FolderCallCounter,
+    calls_by,
+    findings,
+    per_file,
+    render_section,
+    write_section,
+)
+
+
+def _call(origin: str, component: str, service: str, operation: str, calls: int) -> dict[str, Any]:
+    return {
+        "origin": origin,
+        "component": component,
+        "service": service,
+        "operation": operation,
+        "calls": calls,
+    }
+
+
+def _size(files: int, wall: float, *, runs: int, upload: float, last: float, cpu: float) -> dict[str, Any]:
+    per_run = min(files, 100)
+    calls = [
+        _call("handler", "RedactFunction", "s3", "GetObject", 3 * files),
+        _call("handler", "RedactFunction", "s3", "PutObject", 2 * files),
+        _call("handler", "IngestFunction", "dynamodb", "GetItem", 2 * files),
+        _call("handler", "IngestFunction", "dynamodb", "TransactWriteItems", files),
+        _call("handler", "RouterFunction", "stepfunctions", "StartExecution", runs),
+        _call("stepfunctions", "ASL interpreter (Task states)", "lambda", "Invoke", 2 * files + 4 * runs),
+        _call("stepfunctions", "ASL interpreter (Task states)", "dynamodb", "UpdateItem", 2 * runs),
+        _call("sandbox", "IAM enforcement (on handler threads)", "s3", "HeadObject", 3 * files),
+        _call("sandbox", "execution status watcher", "stepfunctions", "ListExecutions", int(5 * wall)),
+        _call("driver", "benchmark uploads", "s3", "PutObject", files),
+    ]
+    timeline = [
+        {
+            "files": per_run,
+            "status": "COMPLETE",
+            "created_s": 0.1 + i,
+            "execution_start_s": 2.0 + 10.0 * i,
+            "execution_stop_s": 2.0 + 10.0 * i + 12.0,
+            "terminal_s": 2.1 + 10.0 * i + 12.0,
+            "execution_status": "SUCCEEDED",
+        }
+        for i in range(runs)
+    ]
+    return {
+        "files": files,
+        "parameters": {"MaxConcurrentWorkflows": "3"},
+        "time_scale": 0.05,
+        "upload_s": upload,
+        "wall_s": wall,
+        "last_terminal_s": last,
+        "cpu_s": cpu,
+        "idle": True,
+        "ok": True,
+        "runs": runs,
+        "run_statuses": {"COMPLETE": runs},
+        "max_files_per_run": per_run,
+        "files_missing": 0,
+        "files_in_two_runs": 0,
+        "handler_pool_calls": files,
+        "internal_on_handler_threads": 3 * files,
+        "calls": calls,
+        "calls_direct_total": sum(c["calls"] for c in calls),
+        "timeline": timeline,
+        "ingest_done_s": upload + 1.0,
+        "ingest_first_tenth_ms": 30.0,
+        "ingest_last_tenth_ms": 90.0,
+        "bus_workers": 4,
+        "settings": {"capacity_retry_seconds": 2.0},
+        "max_rss_mb": 300 if files < 1000 else 5120,
+        "samples": [],
+        "tracker_invocations": [[t["execution_stop_s"], t["execution_stop_s"] + 0.1] for t in timeline],
+        "cpu_by_thread": {
+            "Step Functions interpreter (_execution_logic)": cpu * 0.5,
+            "handler: RedactFunction": cpu * 0.2,
+            "other: ThreadPoolExecutor": cpu * 0.05,
+            "SQS poller (+ Router invokes, their logs/metrics)": cpu * 0.1,
+            "other: bench-upload_0": cpu * 0.05,
+            "execution status watcher": cpu * 0.1,
+        },
+        "functions": {
+            "IngestFunction": {
+                "invocations": files,
+                "errors": {},
+                "timeouts": 0,
+                "median_ms": 40.0,
+                "max_ms": 90.0,
+                "total_s": files * 0.04,
+            },
+            "RedactFunction": {
+                "invocations": files,
+                "errors": {},
+                "timeouts": 0,
+                "median_ms": 58.4,
+                "max_ms": 99.0,
+                "total_s": files * 0.058,
+            },
+        },
+    }
+
+
+def _stalled(size: dict[str, Any]) -> dict[str, Any]:
+    """Three small runs end by 50 s; their slots come back only at ~248 s, when 17 full runs start."""
+    first = [(69, 0.1, 2.0, 50.0), (22, 2.7, 6.0, 45.0), (29, 5.7, 9.0, 48.0)]
+    rest = [(100, 9.5 + 10 * j, 250.0 + 12 * j, 280.0 + 12 * j) for j in range(17)]
+    size["timeline"] = [
+        {
+            "files": files,
+            "status": "COMPLETE",
+            "created_s": created,
+            "execution_start_s": start,
+            "execution_stop_s": stop,
+            "terminal_s": stop - 0.1,
+            "execution_status": "SUCCEEDED",
+        }
+        for files, created, start, stop in first + rest
+    ]
+    size["runs"] = 20
+    size["tracker_invocations"] = [[247.0, 247.5], [247.6, 247.8], [248.0, 248.2]] + [
+        [stop, stop + 0.1] for _, _, _, stop in rest
+    ]
+    size["samples"] = [
+        {
+            "t": float(t),
+            "slots_held": 3 if 50 <= t <= 250 else 2,
+            "bus_in_flight": max(0, 1500 - 5 * t),
+            "main_queue": 17,
+        }
+        for t in range(0, 500, 5)
+    ] + [{"t": 100.5, "error": "ClientError"}]
+    size["ingest_done_s"] = 309.0
+    return size
+
+
+RESULTS: dict[str, Any] = {
+    "meta": {
+        "date": "2026-01-01 00:00 UTC",
+        "command": "python -m bench.large_folder",
+        "duration_s": 600.0,
+        "cores": 2,
+        "usable_cores": 2,
+        "cpu_model": "AMD EPYC",
+        "python": "3.11.7",
+        "platform": "Linux-6",
+        "moto": "5.2.5",
+        "botocore": "1.44.8",
+        "upload_threads": 4,
+        "load_start": [1.5, 1.0, 1.0],
+        "load_end": [3.25, 2.0, 1.0],
+    },
+    "sizes": [
+        _size(10, 4.0, runs=1, upload=0.1, last=3.9, cpu=1.5),
+        _size(100, 20.0, runs=1, upload=0.6, last=19.5, cpu=12.0),
+        _stalled(_size(2000, 500.0, runs=20, upload=30.0, last=480.0, cpu=520.0)),
+    ],
+}
+
+
+def _rows(text: str, header_start: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_section_states_machine_date_and_shared_cores() -> None:
+    text = render_section(RESULTS)
+    assert text.startswith(HEADING + "\n")
+    assert "Measured 2026-01-01 00:00 UTC with `python -m bench.large_folder` (600 s in all)" in text
+    assert "2 usable cores of 2 (AMD EPYC), shared with other sessions' test runs" in text
+    assert "load average 1.5 at the start, 3.25 at the end" in text
+    assert "Python 3.11.7, Linux-6, moto 5.2.5, botocore 1.44.8" in text
+    assert "MaxConcurrentWorkflows 3, MaxFilesPerRun at its default 100" in text and "time scale 0.05" in text
+
+
+def test_headline_has_one_row_per_size_with_files_per_second_and_calls_per_file() -> None:
+    rows = _rows(render_section(RESULTS), "| files | runs")
+    assert len(rows) == 3
+    # 10 files: handler 3+2+2+1 per file + 1 StartExecution / 10 = 8.1; state machine (20 + 4 + 2) / 10 = 2.6
+    assert rows[0] == (
+        "| 10 | 1 (10 files) | 0.10 | 3.90 | 4.00 | **2.50** | 2.56 | **8.10** | 2.60 | 10.70 | 5.00 | 1.50 (0.38x) | yes |"
+    )
+    # 2,000 files: 16,000 + 20 handler calls; 4,000 + 80 + 40 state machine; 6,000 + 2,500 sandbox
+    assert rows[2] == (
+        "| 2,000 | 20 (22-100 files) | 30.00 | 480 | 500 | **4.00** | 4.17 | **8.01** | 2.06 | 10.07 | 4.25 | 520 (1.04x) | yes |"
+    )
+
+
+def test_per_file_counts_pool_origin_and_leave_out_the_driver() -> None:
+    big = RESULTS["sizes"][2]
+    assert per_file(big, "handler") == 16_020 / 2000
+    assert per_file(big, "driver") == 1.0
+    assert calls_by(big, "stepfunctions") == {
+        ("ASL interpreter (Task states)", "lambda", "Invoke"): 4_080,
+        ("ASL interpreter (Task states)", "dynamodb", "UpdateItem"): 40,
+    }
+    assert per_file({"files": 0}, "handler") is None
+
+
+def test_breakdown_lists_each_maker_busiest_first_with_operations_at_the_largest_size() -> None:
+    rows = _rows(render_section(RESULTS), "| made by")
+    assert (
+        rows[0] == "| handler: RedactFunction | 5.00 | 5.00 | 5.00 | s3 GetObject 3.00, s3 PutObject 2.00 |"
+    )
+    assert rows[1].startswith("| handler: IngestFunction | 3.00 | 3.00 | 3.00 | dynamodb GetItem 2.00,")
+    makers = [row.split(" | ")[0] for row in rows]
+    assert makers.index("| handler: RouterFunction") < makers.index(
+        "| state machine: ASL interpreter (Task states)"
+    )
+    assert makers[-2:] == [
+        "| sandbox: IAM enforcement (on handler threads)",
+        "| sandbox: execution status watcher",
+    ]
+    assert (
+        "| made by | 10 files | 100 files | 2,000 files | most frequent operations (per file at 2,000 files) |"
+        in render_section(RESULTS)
+    )
+
+
+def test_cpu_table_groups_threads_and_function_table_shows_count_median_total() -> None:
+    text = render_section(RESULTS)
+    cpu = _rows(text, "| threads")
+    assert cpu[0] == "| Step Functions interpreter (moto) | 0.8 (50%) | 6.0 (50%) | 260.0 (50%) |"
+    assert cpu[1] == "| handler threads (+ the pools they start) | 0.4 (25%) | 3.0 (25%) | 130.0 (25%) |"
+    assert "| benchmark (uploads, sampler, wait_until_idle) | 0.1 (5%) | 0.6 (5%) | 26.0 (5%) |" in cpu
+    functions = _rows(text, "| function")
+    assert (
+        functions[1]
+        == "| RedactFunction | 10 · 58 ms · 0.6 s | 100 · 58 ms · 5.8 s | 2,000 · 58 ms · 116 s |"
+    )
+
+
+def test_findings_explain_fixed_cost_cpu_queueing_and_calls() -> None:
+    text = "\n".join(findings(RESULTS))
+    assert (
+        "**Files/s peaks at 100 files and falls after** (2.50 at 10, 5.00 at 100, 4.00 at 2,000 files" in text
+    )
+    assert "at 10 files the first execution starts 2.00 s after the first upload" in text
+    assert "Process CPU is 0.38-1.04x the wall time on 2 usable cores" in text
+    assert "(load average up to 3.25)" in text
+    assert (
+        "At 2,000 files a file costs 260 ms of CPU: 50% on the Step Functions interpreter's threads" in text
+    )
+    assert "**Ingest falls behind the uploads.** At 2,000 files uploading took 30.00 s" in text
+    assert "the last Ingest ended at 309 s: 2,000 invocations of a median 40 ms" in text
+    assert "30 ms in the first tenth, 90 ms in the last, 4 at a time" in text
+    assert "**Executions.** 20 runs of up to 100 files (22-100 files: a file that arrives after" in text
+    assert (
+        "median 30.00 s (max 48.00 s), and some execution was running for 270 s of the 500 s wall time"
+        in text
+    )
+    assert "**API calls per file hold (8.01-8.10 by handlers, 2.06-2.60 by the state machine).**" in text
+    assert "Redact 5.00, Ingest 3.00 at 2,000 files" in text
+    assert "**Memory.**" in text and "5.0 GB after 2,000 files" in text
+
+
+def test_a_stall_with_slots_held_and_late_tracker_is_called_a_sandbox_artifact() -> None:
+    text = "\n".join(findings(RESULTS))
+    assert "**At 2,000 files the pipeline stalls for 200 s (a sandbox artifact).**" in text
+    assert "From 50.00 s to 250 s no execution ran while 17 runs waited for one" in text
+    assert "the semaphore held 3 of 3 slots throughout (sampled every second)" in text
+    assert "was first invoked again at 248 s" in text and "the same 4 FIFO worker queues" in text
+    assert "up to 1,225 deliveries were in flight in the stall" in text  # first sample inside: t=55
+    assert "re-sent its run's message with a 2 s delay (CapacityRetrySeconds, scaled)" in text
+
+
+def test_a_stall_without_a_late_release_is_reported_without_a_cause() -> None:
+    results = copy.deepcopy(RESULTS)
+    big = results["sizes"][2]
+    big["tracker_invocations"] = [[40.0, 40.1]]
+    text = "\n".join(findings(results))
+    assert "**At 2,000 files the pipeline stalls for 200 s.** From 50.00 s" in text
+    assert "sandbox artifact" not in text and "FIFO" not in text
+    big["timeline"] = big["timeline"][:3]
+    assert "stalls" not in "\n".join(findings(results))
+
+
+def test_a_failed_size_says_what_went_wrong_and_partial_data_still_renders() -> None:
+    results = copy.deepcopy(RESULTS)
+    big = results["sizes"][2]
+    big.update(ok=False, idle=False, files_missing=3, run_statuses={"COMPLETE": 18, "FAILED": 2})
+    big["calls_direct_total"] += 5
+    text = render_section(results)
+    assert "| **no**: not idle, 3 files in no run, 2 FAILED |" in text
+    assert "cross-check disagreed with the event hook at 2,000 files" in text
+    assert render_section({}).startswith(HEADING)
+    assert findings({"sizes": [{"files": 10}]}) == []
+    assert "Files/s grows with the folder" in "\n".join(findings({"sizes": [{"files": 10, "wall_s": 5.0}]}))
+
+
+def test_write_section_replaces_only_its_own_block(tmp_path) -> None:
+    out = tmp_path / "PERFORMANCE.md"
+    out.write_text(
+        "# Performance\n\nThe e2e report.\n\n<!-- bench:reconcile -->\nkept\n<!-- /bench:reconcile -->\n"
+    )
+    write_section(out, RESULTS)
+    first = out.read_text()
+    assert first.startswith(
+        "# Performance\n\nThe e2e report.\n\n<!-- bench:reconcile -->\nkept\n<!-- /bench:reconcile -->\n\n"
+    )
+    assert f"<!-- bench:{SECTION} -->\n{HEADING}" in first
+    write_section(out, RESULTS)
+    assert out.read_text() == first
+
+
+def _model(service: str, name: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, service_model=SimpleNamespace(service_name=service))
+
+
+def _count_in_thread(
+    counter: FolderCallCounter, thread_name: str, model: SimpleNamespace, agent: str
+) -> None:
+    def call() -> None:
+        assert (
+            counter._before_call(model=model, request_signer=None, params={"headers": {"User-Agent": agent}})
+            is None
+        )
+
+    worker = threading.Thread(target=call, name=thread_name)
+    worker.start()
+    worker.join()
+
+
+def test_counter_gives_uploads_to_the_driver_and_iam_checks_on_handler_threads_to_the_sandbox() -> None:
+    counter = FolderCallCounter()  # not installed: _before_call is driven by hand
+    counter.enabled = True
+    counter.name_functions({"stack-Redact-ABC": "RedactFunction"})
+    _count_in_thread(counter, "bench-upload_0", _model("s3", "PutObject"), "Boto3/1")
+    _count_in_thread(counter, "lambda:stack-Redact-ABC:1", _model("s3", "GetObject"), "Boto3/1")
+    _count_in_thread(
+        counter, "lambda:stack-Redact-ABC:1", _model("s3", "HeadObject"), "Boto3/1 pipeops-sandbox-internal"
+    )
+    rows, _ = counter.snapshot()
+    assert {(r["origin"], r["component"], r["operation"]) for r in rows} == {
+        ("driver", "benchmark uploads", "PutObject"),
+        ("handler", "RedactFunction", "GetObject"),
+        ("sandbox", "IAM enforcement (on handler threads)", "HeadObject"),
+    }
+    assert counter.internal_on_handler_threads == 1
+    counter.reset()
+    assert counter.snapshot() == ([], 0) and counter.internal_on_handler_threads == 0

@@ -1,0 +1,426 @@
+"""The dashboards built from the catalogs: within CloudWatch's limits, every metric catalogued and
+dimensioned as emitted, every alarm's threshold on the widget of its metric, and a DashboardBody
+that CloudFormation's Fn::Sub turns into exactly the body drawn offline. Also how `pipeops
+dashboard render` reads CloudWatch (moto), without a sandbox."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from alarms.catalog import SERVICE_NAME, AlarmSpec, build_catalog, function_timeouts
+from alarms.cloudformation import COMPOSITE
+from dashboards.build import (
+    JOB_ID_PLACEHOLDER,
+    alarm_arn,
+    drilldown_body,
+    known_placeholder,
+    log_group_names,
+    operations_body,
+    placeholders,
+    resolve,
+    resources,
+)
+from dashboards.limits import MAX_ALARMS_PER_WIDGET, MAX_METRICS_PER_WIDGET, MAX_WIDGETS, problems
+from dashboards.render import MetricQuery, expand_metrics
+from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, NAMESPACE, STANDARD_DIMENSIONS, ResourceKind
+from pipeops.dashboard_cli import dashboard_app, fetch_metrics, metric_key, metric_queries, stack_names
+from pipeops.resources import StackResources
+from sandbox.template import load_template
+
+TEMPLATE = load_template()
+SPECS = build_catalog(TEMPLATE)
+OPERATIONS = operations_body(SPECS, TEMPLATE)
+DRILLDOWN = drilldown_body(TEMPLATE)
+ACCOUNT = "123456789012"
+# The value each pseudo parameter and parameter placeholder takes in the samples; resources get a name.
+SAMPLE_VALUES = {
+    "AWS::Region": "eu-west-1",
+    "AWS::Partition": "aws",
+    "AWS::AccountId": ACCOUNT,
+    "AWS::StackName": "ops-stack",
+    "Stage": "prod",
+    "MaxConcurrentWorkflows": "7",
+}
+RESOURCE_TYPES = {
+    ResourceKind.QUEUE: "AWS::SQS::Queue",
+    ResourceKind.FUNCTION: "AWS::Serverless::Function",
+    ResourceKind.STATE_MACHINE: "AWS::Serverless::StateMachine",
+    ResourceKind.TABLE: "AWS::DynamoDB::Table",
+}
+
+
+def sample_names(*bodies: dict[str, Any]) -> dict[str, str]:
+    found = set().union(*(placeholders(body) for body in bodies))
+    return {name: SAMPLE_VALUES.get(name, f"ops-stack-{name.replace('.', '-')}") for name in found}
+
+
+def charts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [widget for widget in body["widgets"] if widget["type"] == "metric"]
+
+
+def rows(widget: dict[str, Any]) -> list[MetricQuery]:
+    properties = widget["properties"]
+    return expand_metrics(
+        properties["metrics"], stat=properties.get("stat", "Average"), period=properties["period"]
+    )
+
+
+def expression(value: Any) -> str:
+    """The alarm catalog's CloudFormation expression as the Fn::Sub text a dashboard carries."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    logical_id, attribute = value["Fn::GetAtt"]
+    return "${" + f"{logical_id}.{attribute}" + "}"
+
+
+def shows(query: MetricQuery, spec: AlarmSpec) -> bool:
+    watched = spec.watched
+    dimensions = {(name, expression(value)) for name, value in watched.dimensions}
+    return (query.namespace, query.name, set(query.dimensions)) == (
+        watched.namespace,
+        watched.name,
+        dimensions,
+    )
+
+
+def fn_sub(text: str, names: dict[str, str]) -> str:
+    """CloudFormation's Fn::Sub on a string: `${Name}` is replaced, `${!Literal}` becomes `${Literal}`."""
+    return re.sub(r"\$\{(!?)([^}]*)\}", lambda m: "${" + m[2] + "}" if m[1] else names[m[2]], text)
+
+
+# -- limits -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [OPERATIONS, DRILLDOWN], ids=["operations", "drilldown"])
+def test_both_bodies_respect_cloudwatch_limits(body: dict[str, Any]) -> None:
+    resolved = resolve(body, sample_names(body))
+    assert problems(resolved) == []
+    assert len(resolved["widgets"]) <= MAX_WIDGETS
+    assert all(len(widget["properties"]["metrics"]) <= MAX_METRICS_PER_WIDGET for widget in charts(resolved))
+    assert not placeholders(resolved)
+
+
+def test_more_than_a_hundred_alarms_are_split_over_alarm_widgets() -> None:
+    many = [
+        replace(spec, logical_id=f"{spec.logical_id[:-5]}{copy}Alarm") for copy in range(3) for spec in SPECS
+    ]
+    body = operations_body(many, TEMPLATE)
+    widgets = [widget for widget in body["widgets"] if widget["type"] == "alarm"]
+    assert len(widgets) == -(-(len(many) + 1) // MAX_ALARMS_PER_WIDGET) > 1
+    assert sum(len(widget["properties"]["alarms"]) for widget in widgets) == len(many) + 1
+    assert problems(resolve(body, sample_names(body))) == []
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+
+def test_every_metric_row_is_catalogued_with_the_dimensions_it_is_emitted_with() -> None:
+    resources_ = TEMPLATE["Resources"]
+    for widget in charts(OPERATIONS):
+        for query in rows(widget):
+            where = f"{widget['properties']['title']}: {query.name}"
+            dimensions = dict(query.dimensions)
+            assert len(dimensions) == len(query.dimensions), where
+            if query.namespace == NAMESPACE:
+                spec = CATALOG[query.name]  # type: ignore[index]
+                assert (
+                    tuple(name for name, _ in query.dimensions) == STANDARD_DIMENSIONS == spec.dimensions
+                ), where
+                assert dimensions["service"] == SERVICE_NAME, where
+                assert dimensions["stage"] == "${Stage}", where
+                assert dimensions["function"] in {"${" + emitter.value + "}" for emitter in spec.emitters}, (
+                    where
+                )
+                continue
+            matches = [
+                aws
+                for aws in AWS_CATALOG.values()
+                if (aws.namespace, aws.name) == (query.namespace, query.name)
+            ]
+            assert len(matches) == 1, where
+            aws = matches[0]
+            ((name, value),) = query.dimensions
+            assert name == aws.dimension, where
+            logical_id = re.fullmatch(r"\$\{(\w+)(\.QueueName)?\}", value)
+            assert logical_id, where
+            assert bool(logical_id[2]) == (aws.kind is ResourceKind.QUEUE), where
+            assert resources_[logical_id[1]]["Type"] == RESOURCE_TYPES[aws.kind], where
+
+
+def test_a_metric_several_functions_emit_is_one_row_per_emitter() -> None:
+    for widget in charts(OPERATIONS):
+        shown: dict[tuple[str, str], set[str]] = {}
+        for query in rows(widget):
+            if query.namespace == NAMESPACE:
+                shown.setdefault((query.name, query.stat), set()).add(dict(query.dimensions)["function"])
+        for (name, _), functions in shown.items():
+            if len(functions) > 1 or len(CATALOG[name].emitters) > 1:  # type: ignore[index]
+                assert functions == {"${" + e.value + "}" for e in CATALOG[name].emitters}, (  # type: ignore[index]
+                    f"{widget['properties']['title']}: {name} lacks an emitter"
+                )
+
+
+def test_every_catalogued_metric_is_on_the_operations_dashboard() -> None:
+    shown = {(query.namespace, query.name) for widget in charts(OPERATIONS) for query in rows(widget)}
+    assert {(NAMESPACE, metric.value) for metric in CATALOG} <= shown
+    assert {(spec.namespace, spec.name) for spec in AWS_CATALOG.values()} <= shown
+
+
+def test_each_function_duration_widget_draws_p50_and_p99_against_its_timeout() -> None:
+    for function, timeout in function_timeouts(TEMPLATE).items():
+        widget = next(
+            w
+            for w in charts(OPERATIONS)
+            if {
+                (q.name, q.stat)
+                for q in rows(w)
+                if dict(q.dimensions).get("FunctionName") == "${" + function + "}"
+            }
+            >= {("Duration", "p50"), ("Duration", "p99")}
+        )
+        values = [note["value"] for note in widget["properties"]["annotations"]["horizontal"]]
+        assert timeout * 1000 in values, function
+
+
+def test_the_semaphore_widget_draws_active_count_average_and_minimum_and_running_under_the_max() -> None:
+    widget = next(w for w in charts(OPERATIONS) if any(q.name == "ConcurrencyActive" for q in rows(w)))
+    assert {(q.name, q.stat) for q in rows(widget)} >= {
+        ("ConcurrencyActive", "Average"),
+        ("ConcurrencyActive", "Minimum"),
+        ("WorkflowsRunning", "Maximum"),
+    }
+    resolved = resolve(widget, sample_names(widget))
+    (limit,) = resolved["properties"]["annotations"]["horizontal"]
+    assert (limit["label"], limit["value"]) == ("MaxConcurrentWorkflows", 7)
+
+
+# -- alarms -------------------------------------------------------------------------------------
+
+
+def alarms_of(note: dict[str, Any]) -> list[str]:
+    """The alarm suffixes an annotation is labelled with: "A, B > 0" -> [A, B]."""
+    return note["label"].rsplit(" ", 2)[0].split(", ")
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.logical_id)
+def test_each_alarm_threshold_is_drawn_on_a_widget_showing_its_metric(spec: AlarmSpec) -> None:
+    drawn = [
+        (widget, note)
+        for widget in charts(OPERATIONS)
+        for note in widget["properties"].get("annotations", {}).get("horizontal", [])
+        if spec.name_suffix in alarms_of(note)
+    ]
+    assert len(drawn) == 1, f"{spec.logical_id}: its threshold is drawn {len(drawn)} times"
+    widget, note = drawn[0]
+    assert note["value"] == spec.threshold
+    assert any(
+        shows(q, spec) and (q.stat, q.period) == (spec.statistic, spec.period) for q in rows(widget)
+    ), (
+        f"{spec.logical_id}: {widget['properties']['title']} does not show {spec.watched.name} {spec.statistic}"
+    )
+
+
+def test_the_alarm_widget_lists_every_alarm_and_the_composite() -> None:
+    listed = [arn for w in OPERATIONS["widgets"] if w["type"] == "alarm" for arn in w["properties"]["alarms"]]
+    expected = [alarm_arn(COMPOSITE.removesuffix("Alarm"))] + [alarm_arn(spec.name_suffix) for spec in SPECS]
+    assert listed == expected
+    resolved = resolve({"alarms": listed}, sample_names(OPERATIONS))["alarms"]
+    assert f"arn:aws:cloudwatch:eu-west-1:{ACCOUNT}:alarm:ops-stack-DlqNotEmpty" in resolved
+
+
+# -- the run drill-down -------------------------------------------------------------------------
+
+
+def test_the_drilldown_queries_every_function_log_group_for_errors_with_run_and_file() -> None:
+    groups = log_group_names(TEMPLATE)
+    assert set(groups) == set(function_timeouts(TEMPLATE))
+    for function, group in groups.items():
+        declared = TEMPLATE["Resources"][f"{function}LogGroup"]["Properties"]["LogGroupName"]
+        assert group == declared["Fn::Sub"] == "/aws/lambda/${" + function + "}"
+    logs = {
+        w["properties"]["title"]: w["properties"]["query"] for w in DRILLDOWN["widgets"] if w["type"] == "log"
+    }
+    errors = logs["Errors: job, run and file"]
+    assert all(f"SOURCE '{group}'" in errors for group in groups.values())
+    assert all(field in errors for field in ("job_id", "execution_name", "file_key", "level = 'ERROR'"))
+    (timeline,) = [query for title, query in logs.items() if title.startswith("One run's timeline")]
+    assert f"filter job_id = '{JOB_ID_PLACEHOLDER}'" in timeline and "sort @timestamp asc" in timeline
+    texts = [w["properties"]["markdown"] for w in DRILLDOWN["widgets"] if w["type"] == "text"]
+    assert any(JOB_ID_PLACEHOLDER in text and "replace" in text for text in texts)
+
+
+# -- CloudFormation -----------------------------------------------------------------------------
+
+
+def test_resources_are_two_dashboards_named_after_the_stack() -> None:
+    generated = resources(SPECS, TEMPLATE)
+    assert set(generated) == {"OperationsDashboard", "RunDrilldownDashboard"}
+    names = {logical: r["Properties"]["DashboardName"]["Fn::Sub"] for logical, r in generated.items()}
+    assert names == {
+        "OperationsDashboard": "${AWS::StackName}-operations",
+        "RunDrilldownDashboard": "${AWS::StackName}-run-drilldown",
+    }
+    assert all(r["Type"] == "AWS::CloudWatch::Dashboard" for r in generated.values())
+
+
+@pytest.mark.parametrize(
+    ("logical_id", "body"), [("OperationsDashboard", OPERATIONS), ("RunDrilldownDashboard", DRILLDOWN)]
+)
+def test_every_unescaped_dollar_brace_of_a_body_is_a_template_placeholder(
+    logical_id: str, body: dict
+) -> None:
+    text = resources(SPECS, TEMPLATE)[logical_id]["Properties"]["DashboardBody"]["Fn::Sub"]
+    pseudo = {"AWS::Region", "AWS::StackName", "AWS::AccountId", "AWS::Partition"}
+    for name in re.findall(r"\$\{([^!}][^}]*)\}", text):
+        logical, _, attribute = name.partition(".")
+        assert (
+            name in pseudo
+            or name in TEMPLATE["Parameters"]
+            or (not attribute and name in TEMPLATE["Resources"])
+            or (attribute.isalnum() and logical in TEMPLATE["Resources"])
+        ), f"{logical_id}: ${{{name}}} is neither a parameter, a resource nor a pseudo parameter"
+    # What CloudFormation makes of the string is the body drawn offline, number placeholders included.
+    names = sample_names(body)
+    assert json.loads(fn_sub(text, names)) == resolve(body, names)
+
+
+def test_a_dollar_brace_that_is_no_placeholder_is_escaped_for_fn_sub() -> None:
+    from dashboards.build import body_text
+
+    body = {
+        "widgets": [
+            {"type": "text", "properties": {"markdown": "cost ${total} in ${AWS::Region} ${Nope.Attr}"}}
+        ]
+    }
+    text = body_text(body, TEMPLATE)
+    assert "${!total}" in text and "${AWS::Region}" in text and "${!Nope.Attr}" in text
+    assert json.loads(fn_sub(text, {"AWS::Region": "us-east-1"}))["widgets"][0]["properties"]["markdown"] == (
+        "cost ${total} in us-east-1 ${Nope.Attr}"
+    )
+    assert known_placeholder("MainQueue.QueueName", TEMPLATE) and not known_placeholder("total", TEMPLATE)
+
+
+def test_resolve_names_every_missing_placeholder_and_placeholders_skips_escapes() -> None:
+    body = {"a": ["${X} and ${Y.Z}", {"b": "${!Literal} ${AWS::Region}"}]}
+    assert placeholders(body) == {"X", "Y.Z", "AWS::Region"}
+    with pytest.raises(KeyError, match=r"X, Y\.Z"):
+        resolve(body, {"AWS::Region": "r"})
+    assert resolve(body, {"X": "1", "Y.Z": "2", "AWS::Region": "r"}) == {
+        "a": ["1 and 2", {"b": "${Literal} r"}]
+    }
+
+
+# -- the render command's view of CloudWatch (moto, no sandbox) ----------------------------------
+
+
+def test_stack_names_resolve_every_placeholder_of_both_bodies() -> None:
+    outputs = {
+        "InputBucketName": "in",
+        "OutputBucketName": "out",
+        "TrackingTableName": "ops-tracking",
+        "CoordinationTableName": "ops-coordination",
+        "MainQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-main",
+        "DeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-dlq",
+        "TrackerDeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-tracker-dlq",
+        "IngestDeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-ingest-dlq",
+        "StateMachineArn": f"arn:aws-cn:states:cn-north-1:{ACCOUNT}:stateMachine:ops",
+        **{f"{function}Name": f"ops-{function}" for function in function_timeouts(TEMPLATE)},
+    }
+    names = stack_names(
+        StackResources.from_outputs("ops", outputs), {"Stage": "prod"}, "cn-north-1", TEMPLATE
+    )
+    resolved = resolve(OPERATIONS, names)
+    resolve(DRILLDOWN, names)
+    assert names["MainQueue.QueueName"] == "ops-main" and names["RouterFunction"] == "ops-RouterFunction"
+    assert (names["AWS::Partition"], names["AWS::AccountId"], names["Stage"]) == ("aws-cn", ACCOUNT, "prod")
+    semaphore = next(w for w in charts(resolved) if w["properties"]["title"].startswith("Semaphore"))
+    assert semaphore["properties"]["annotations"]["horizontal"][0]["value"] == 10  # the parameter's default
+
+
+def put(cloudwatch: Any, name: str, values: list[float], dimensions: dict[str, str], at: datetime) -> None:
+    cloudwatch.put_metric_data(
+        Namespace="AWS/Lambda",
+        MetricData=[
+            {
+                "MetricName": name,
+                "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()],
+                "Value": value,
+                "Timestamp": at,
+            }
+            for value in values
+        ],
+    )
+
+
+def test_percentiles_moto_cannot_compute_are_reported_and_the_rest_is_read(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    put(cloudwatch, "Duration", [10, 20, 300], {"FunctionName": "f"}, end - timedelta(seconds=30))
+    queries = expand_metrics(
+        [
+            ["AWS/Lambda", "Duration", "FunctionName", "f", {"stat": "p99"}],
+            ["AWS/Lambda", "Duration", "FunctionName", "f", {"stat": "Maximum"}],
+            ["AWS/Lambda", "Duration", "FunctionName", "g", {"stat": "p50"}],
+        ],
+        period=60,
+    )
+    fetched = fetch_metrics(cloudwatch, queries, end - timedelta(minutes=10), end)
+    series = [fetched.series[metric_key(query)] for query in queries]
+    assert [[value for _, value in points] for points in series] == [[], [300.0], []]
+    notes = " ".join(fetched.notes)
+    # moto's GetMetricData fails on a percentile (TypeError); its GetMetricStatistics ignores
+    # ExtendedStatistics. Only the p99 of a metric that has data is reported, not g's p50.
+    assert "GetMetricData could not compute p50, p99" in notes
+    assert "1 p99 series have no datapoints although the same metrics have data" in notes
+
+
+def test_get_metric_data_is_asked_at_most_500_queries_a_call(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    put(cloudwatch, "Invocations", [1, 1], {"FunctionName": "f0"}, end - timedelta(seconds=30))
+    rows_ = [["AWS/Lambda", "Invocations", "FunctionName", f"f{n}", {"stat": "Sum"}] for n in range(1001)]
+    fetched = fetch_metrics(cloudwatch, expand_metrics(rows_, period=60), end - timedelta(minutes=5), end)
+    assert fetched.calls == 3
+    assert len(fetched.series) == 1001 and [
+        v for _, v in fetched.series[metric_key(expand_metrics(rows_[:1], period=60)[0])]
+    ] == [2.0]
+
+
+def test_metric_queries_are_the_rows_the_page_fetches() -> None:
+    body = {
+        "widgets": [
+            {"type": "text", "properties": {"markdown": "x"}},
+            {
+                "type": "metric",
+                "properties": {
+                    "region": "r",
+                    "stat": "Sum",
+                    "metrics": [
+                        ["N", "A", "d", "1"],
+                        [".", "B", ".", ".", {"visible": False}],
+                        [{"expression": "m1*2"}],
+                    ],
+                },
+            },
+        ]
+    }
+    assert [(q.name, q.stat, q.period) for q in metric_queries(body)] == [("A", "Sum", 300)]
+
+
+def test_render_without_a_stack_is_a_clear_error(aws: None, tmp_path: Any) -> None:
+    result = CliRunner().invoke(
+        dashboard_app, ["render", "--out", str(tmp_path / "ops.html"), "--stack", "nope"]
+    )
+    assert result.exit_code == 2
+    assert "no stack 'nope'" in " ".join(result.output.split())
+    assert not (tmp_path / "ops.html").exists()

@@ -1,0 +1,282 @@
+"""What `sam build` puts in each function's artifact, checked without the SAM CLI.
+
+Every function is built by the Makefile (`Metadata: BuildMethod: makefile`): `sam build` runs
+`make build-<LogicalId>` with ARTIFACTS_DIR set, and that directory is what the function ships.
+These tests run the same targets into a temporary ARTIFACTS_DIR with SKIP_DEPS=1 (no pip install:
+offline and fast) and check that an artifact holds the runtime package(s) only, that the
+handler imports from it alone, and that what the Makefile builds for (Python version, platform)
+is the template's Runtime and Architectures and a Python the project supports.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from functools import cache
+from importlib.metadata import packages_distributions
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from sandbox.template import PROJECT_ROOT, load_template
+
+MAKEFILE = PROJECT_ROOT / "Makefile"
+
+# What each artifact must hold, exactly: its top-level entries (the dependencies come on top
+# when SKIP_DEPS is not set). The reconciler needs monitors/reconcile/ and the pipeline it uses.
+RUNTIME_PACKAGES = {"pipeline"}
+RECONCILER_PACKAGES = {"pipeline", "monitors"}
+RECONCILER = "ReconcilerFunction"
+# Parts of the repository no function may ship or import.
+NOT_RUNTIME = {"sandbox", "pipeops", "tests", "bench", "samples", "docs", "dashboards", "alarms", "runbooks"}
+# Provided by the Lambda Python runtime, deliberately not in requirements.txt.
+RUNTIME_PROVIDED = {"boto3", "botocore"}
+ARCHITECTURE_PLATFORM = {"arm64": "aarch64", "x86_64": "x86_64"}
+
+
+@cache
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+def functions() -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource
+        for logical_id, resource in template()["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def function_property(logical_id: str, name: str) -> Any:
+    """A function's property, or the `Globals.Function` one it inherits."""
+    properties = functions()[logical_id].get("Properties", {})
+    return properties.get(name, template().get("Globals", {}).get("Function", {}).get(name))
+
+
+def handler_module(logical_id: str) -> str:
+    return function_property(logical_id, "Handler").rpartition(".")[0]
+
+
+def make_env() -> dict[str, str]:
+    """The environment without what a calling make (`make test`) or the shell may have set."""
+    skip = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARTIFACTS_DIR", "SKIP_DEPS", "PYTHON"}
+    return {name: value for name, value in os.environ.items() if name not in skip}
+
+
+def make(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(PROJECT_ROOT), *args],
+        capture_output=True,
+        text=True,
+        env=make_env(),
+        timeout=120,
+    )
+
+
+@cache
+def make_database() -> str:
+    """`make -p`: every variable and rule of the Makefile, with nothing run (`-q`, no target)."""
+    return make("-pRrq", "-f", str(MAKEFILE), ":").stdout
+
+
+def make_variable(name: str) -> str:
+    match = re.search(rf"^{name} :?= ?(.*)$", make_database(), re.MULTILINE)
+    assert match, f"the Makefile defines no {name}"
+    return match.group(1).strip()
+
+
+def build(logical_id: str, artifacts_dir: Path) -> Path:
+    result = make(f"build-{logical_id}", f"ARTIFACTS_DIR={artifacts_dir}", "SKIP_DEPS=1")
+    assert result.returncode == 0, result.stderr
+    return artifacts_dir
+
+
+def source_files(root: Path) -> set[str]:
+    return {
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every function built once, as `sam build` would (minus the pip install)."""
+    root = tmp_path_factory.mktemp("artifacts")
+    return {logical_id: build(logical_id, root / logical_id) for logical_id in functions()}
+
+
+# ------------------------------------------------------------------------------ template <-> make
+
+
+def test_every_function_is_built_by_the_makefile_from_the_project_root() -> None:
+    assert functions()
+    for logical_id, resource in functions().items():
+        assert resource.get("Metadata", {}).get("BuildMethod") == "makefile", logical_id
+        # `sam build` looks for the Makefile in CodeUri: the project root, for every function.
+        code_uri = function_property(logical_id, "CodeUri")
+        assert isinstance(code_uri, str) and (PROJECT_ROOT / code_uri / "Makefile").resolve() == MAKEFILE
+
+
+def test_the_makefile_has_a_build_target_for_each_function_and_no_other() -> None:
+    targets = set(re.findall(r"^build-([A-Za-z0-9]+):", make_database(), re.MULTILINE))
+    assert targets == set(functions())
+
+
+def test_the_makefile_builds_for_the_template_runtime_and_architecture() -> None:
+    runtimes = {function_property(f, "Runtime") for f in functions()}
+    architectures = {tuple(function_property(f, "Architectures")) for f in functions()}
+    assert len(runtimes) == 1 and len(architectures) == 1, (runtimes, architectures)
+    [runtime], [(architecture,)] = runtimes, architectures
+    assert runtime == f"python{make_variable('LAMBDA_PYTHON_VERSION')}"
+    platform = make_variable("LAMBDA_PLATFORM")
+    assert re.fullmatch(r"manylinux[0-9_]+_" + ARCHITECTURE_PLATFORM[architecture], platform), platform
+
+
+def test_the_runtime_is_a_python_the_project_supports() -> None:
+    with open(PROJECT_ROOT / "pyproject.toml", "rb") as stream:
+        pyproject = tomllib.load(stream)
+    version = make_variable("LAMBDA_PYTHON_VERSION")
+    requires = SpecifierSet(pyproject["project"]["requires-python"])
+    assert requires.contains(version), (version, str(requires))
+    classifiers = pyproject["project"].get("classifiers", [])
+    assert f"Programming Language :: Python :: {version}" in classifiers
+    # The code is linted for the oldest supported Python, which must not be newer than the runtime.
+    target = pyproject["tool"]["ruff"]["target-version"]  # "py311"
+    assert (3, int(target[3:])) <= tuple(int(part) for part in version.split("."))
+
+
+def test_the_dependencies_are_installed_for_the_lambda_platform_not_the_local_python() -> None:
+    # A dry run (-n) prints the commands of the real build, pip install included.
+    result = make("-n", f"build-{RECONCILER}", "ARTIFACTS_DIR=/nonexistent/artifact")
+    assert result.returncode == 0, result.stderr
+    [pip] = [line for line in result.stdout.replace("\\\n", " ").splitlines() if " pip install " in line]
+    options = pip.split()
+    for option, value in {
+        "--requirement": "requirements.txt",
+        "--target": '"/nonexistent/artifact"',
+        "--platform": make_variable("LAMBDA_PLATFORM"),
+        "--python-version": make_variable("LAMBDA_PYTHON_VERSION"),
+        "--implementation": "cp",
+    }.items():
+        assert options[options.index(option) + 1] == value, (option, pip)
+    assert "--only-binary=:all:" in options, pip
+
+
+def test_a_build_without_artifacts_dir_refuses_to_run() -> None:
+    result = make(f"build-{RECONCILER}", "SKIP_DEPS=1")
+    assert result.returncode != 0
+    assert "ARTIFACTS_DIR is not set" in result.stderr
+
+
+# ------------------------------------------------------------------------------------ artifacts
+
+
+@pytest.mark.parametrize("logical_id", sorted(functions()))
+def test_an_artifact_holds_the_runtime_packages_only(artifacts: dict[str, Path], logical_id: str) -> None:
+    artifact = artifacts[logical_id]
+    expected = RECONCILER_PACKAGES if logical_id == RECONCILER else RUNTIME_PACKAGES
+    assert {entry.name for entry in artifact.iterdir()} == expected
+    files = source_files(artifact)
+    assert not [p for p in artifact.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    assert not {f for f in files if set(Path(f).parts) & NOT_RUNTIME}
+    # The whole pipeline package, nothing less (a half-copied package fails at import on AWS).
+    assert {f for f in files if f.startswith("pipeline/")} == {
+        f"pipeline/{f}" for f in source_files(PROJECT_ROOT / "pipeline")
+    }
+    if logical_id == RECONCILER:
+        assert {f for f in files if f.startswith("monitors/")} == {"monitors/__init__.py"} | {
+            f"monitors/reconcile/{f}" for f in source_files(PROJECT_ROOT / "monitors" / "reconcile")
+        }
+    # The handler the template names is in the artifact.
+    assert (artifact / (handler_module(logical_id).replace(".", "/") + ".py")).is_file()
+
+
+def requirement_modules() -> set[str]:
+    """Top-level modules of the distributions in requirements.txt (as installed here).
+
+    Their own dependencies are not included: code that imports one directly must declare it."""
+    lines = (PROJECT_ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    wanted = {
+        canonical(Requirement(line).name) for line in lines if line.strip() and not line.lstrip().startswith("#")
+    }
+    return {
+        module
+        for module, dists in packages_distributions().items()
+        if any(canonical(dist) in wanted for dist in dists)
+    }
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.mark.parametrize("logical_id", sorted(functions()))
+def test_every_import_in_an_artifact_resolves_to_it_the_requirements_or_the_runtime(
+    artifacts: dict[str, Path], logical_id: str
+) -> None:
+    """Static: every absolute import of every module shipped (lazy ones inside functions too)."""
+    artifact = artifacts[logical_id]
+    shipped = {entry.name for entry in artifact.iterdir()}
+    allowed = set(sys.stdlib_module_names) | shipped | requirement_modules() | RUNTIME_PROVIDED
+    unresolved: dict[str, set[str]] = {}
+    for path in artifact.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] not in allowed:
+                    unresolved.setdefault(path.relative_to(artifact).as_posix(), set()).add(name)
+    assert unresolved == {}
+
+
+# Run in a fresh interpreter that sees the artifact and the installed third-party packages only:
+# -I -S: no cwd, no PYTHONPATH, no site (so not the editable install's path hook either).
+IMPORT_CHECK = """
+import importlib, json, sys
+artifact, site_packages, module = sys.argv[1:4]
+sys.path[:0] = [artifact, site_packages]
+handler = getattr(importlib.import_module(module), "handler", None)
+assert callable(handler), f"{module}.handler is not callable"
+print(json.dumps({name: getattr(m, "__file__", None) for name, m in list(sys.modules.items())}))
+"""
+
+
+@pytest.mark.parametrize("logical_id", sorted(functions()))
+def test_the_handler_imports_from_its_artifact_alone(
+    artifacts: dict[str, Path], logical_id: str, tmp_path: Path
+) -> None:
+    artifact = artifacts[logical_id]
+    site_packages = sysconfig.get_paths()["purelib"]
+    env = {"PATH": os.environ.get("PATH", ""), "POWERTOOLS_SERVICE_NAME": "pipeops-pipeline"}
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", IMPORT_CHECK, str(artifact), site_packages, handler_module(logical_id)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    loaded: dict[str, str | None] = json.loads(result.stdout)
+    top_level = {name.split(".")[0] for name in loaded}
+    assert not top_level & NOT_RUNTIME
+    ours = {name: file for name, file in loaded.items() if name.split(".")[0] in RECONCILER_PACKAGES}
+    assert handler_module(logical_id) in ours
+    for name, file in ours.items():
+        assert file is not None and Path(file).is_relative_to(artifact), (name, file)
+    if logical_id != RECONCILER:
+        assert "monitors" not in top_level
