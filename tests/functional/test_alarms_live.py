@@ -1,0 +1,79 @@
+"""`pipeops alarms list` and `check` read what CloudWatch holds (moto here): states with their
+runbooks, ALARM first; and the evaluator's verdict with the datapoints that decided it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+from alarms.live import check_alarms, list_alarms
+
+NOW = datetime.now(UTC).replace(second=30, microsecond=0)
+
+
+def put_alarm(cloudwatch: Any, name: str, metric: str, description: str) -> None:
+    cloudwatch.put_metric_alarm(
+        AlarmName=name,
+        AlarmDescription=description,
+        Namespace="PipeOps",
+        MetricName=metric,
+        Dimensions=[{"Name": "function", "Value": "router"}],
+        Statistic="Sum",
+        Period=60,
+        EvaluationPeriods=3,
+        DatapointsToAlarm=2,
+        Threshold=0,
+        ComparisonOperator="GreaterThanThreshold",
+        TreatMissingData="notBreaching",
+    )
+
+
+def put_points(cloudwatch: Any, metric: str, values_by_minutes_ago: dict[int, float]) -> None:
+    cloudwatch.put_metric_data(
+        Namespace="PipeOps",
+        MetricData=[
+            {
+                "MetricName": metric,
+                "Dimensions": [{"Name": "function", "Value": "router"}],
+                "Timestamp": NOW.replace(second=10) - timedelta(minutes=ago),
+                "Value": value,
+            }
+            for ago, value in values_by_minutes_ago.items()
+        ],
+    )
+
+
+def test_check_replays_each_alarm_over_the_metrics_and_shows_the_deciding_datapoints(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch")
+    put_alarm(cloudwatch, "pipeops-Failing", "RouterFailures", "Router failing. Runbook: router-failures. First: read.")
+    put_alarm(cloudwatch, "pipeops-Quiet", "MalformedMessages", "Malformed. Runbook: dlq-messages. First: read.")
+    put_alarm(cloudwatch, "other-stack-Failing", "RouterFailures", "Not ours. Runbook: x. First: y.")
+    put_points(cloudwatch, "RouterFailures", {1: 2, 2: 1, 3: 0})  # 2 of the last 3 complete minutes breach
+    put_points(cloudwatch, "MalformedMessages", {1: 0, 2: 0, 3: 1})
+
+    checks = {check.name: check for check in check_alarms(cloudwatch, "pipeops", NOW)}
+
+    assert set(checks) == {"pipeops-Failing", "pipeops-Quiet"}  # only this stack's alarms
+    failing, quiet = checks["pipeops-Failing"], checks["pipeops-Quiet"]
+    assert failing.verdict == "ALARM" and failing.runbook == "router-failures"
+    assert [point["value"] for point in failing.datapoints] == [2.0, 1.0, 0.0]  # newest first
+    assert [point["breaching"] for point in failing.datapoints] == [True, True, False]
+    assert "2 out of the last 3 datapoints" in failing.reason
+    assert quiet.verdict == "OK"
+
+
+def test_list_puts_alarms_in_alarm_first_with_their_runbooks(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch")
+    put_alarm(cloudwatch, "pipeops-A", "RouterFailures", "A. Runbook: router-failures. First: read.")
+    put_alarm(cloudwatch, "pipeops-B", "MalformedMessages", "B. Runbook: dlq-messages. First: read.")
+    cloudwatch.set_alarm_state(AlarmName="pipeops-B", StateValue="ALARM", StateReason="Threshold Crossed")
+
+    views = list_alarms(cloudwatch, "pipeops")
+
+    assert [(view.name, view.state, view.runbook) for view in views] == [
+        ("pipeops-B", "ALARM", "dlq-messages"),
+        ("pipeops-A", "OK", "router-failures"),
+    ]
+    assert views[0].metric == "PipeOps/MalformedMessages" and views[0].reason == "Threshold Crossed"
