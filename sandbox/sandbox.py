@@ -232,6 +232,10 @@ class Sandbox:
         if self._server is not None:
             self._server.stop()
             self._server = None
+            # The served config lives in this process's moto: later in-process mocks must not inherit it.
+            from moto.core.config import default_user_config
+
+            default_user_config["stepfunctions"] = {"execute_state_machine": False}
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
