@@ -289,6 +289,28 @@ def semaphore_alarms() -> list[AlarmSpec]:
     """The pipeline's own failure modes, from the reconciler's metrics (one sample per run)."""
     recon = Function.RECONCILER
     period = CATALOG[Metric.COUNTER_DRIFT].period
+
+    def raised_flag(logical_id: str, metric: Metric, summary: str, runbook: str, first_step: str, rationale: str = "") -> AlarmSpec:
+        """A 0/1 signal the reconciler computes: one run that raises it pages."""
+        return AlarmSpec(
+            logical_id,
+            summary,
+            runbook,
+            first_step,
+            pipeline_metric(metric, recon),
+            "Maximum",
+            period,
+            1,
+            1,
+            1,
+            _GE,
+            _QUIET,
+            fires_on=(0, 0, 1),
+            quiet_on=(0, None, 0),
+            rationale=rationale,
+            critical=True,
+        )
+
     return [
         AlarmSpec(
             "CounterDriftAlarm",
@@ -327,41 +349,21 @@ def semaphore_alarms() -> list[AlarmSpec]:
             quiet_on=(1, 0, 1),
             critical=True,
         ),
-        AlarmSpec(
+        raised_flag(
             "BacklogStalledAlarm",
+            Metric.BACKLOG_STALLED,
             "A run has waited QUEUED past the stall window (BacklogStallSeconds) while no run moved.",
             "backlog-stalled",
             "`pipeops status` shows the oldest QUEUED run and the slots; `pipeops reconcile` says why nothing starts",
-            pipeline_metric(Metric.BACKLOG_STALLED, recon),
-            "Maximum",
-            period,
-            1,
-            1,
-            1,
-            _GE,
-            _QUIET,
-            fires_on=(0, 0, 1),
-            quiet_on=(0, None, 0),
             rationale="not SQS's ApproximateAgeOfOldestMessage: every capacity wait re-sends the message and resets it",
-            critical=True,
         ),
-        AlarmSpec(
+        raised_flag(
             "ImplausibleDriftAlarm",
+            Metric.IMPLAUSIBLE_DRIFT,
             "The reconciler would have released most slots at once and released none: suspect its view (the "
             "state machine ARN, its permissions) before the pipeline.",
             "implausible-drift",
             "`pipeops reconcile` and compare its running executions with the Step Functions console",
-            pipeline_metric(Metric.IMPLAUSIBLE_DRIFT, recon),
-            "Maximum",
-            period,
-            1,
-            1,
-            1,
-            _GE,
-            _QUIET,
-            fires_on=(0, 0, 1),
-            quiet_on=(0, None, 0),
-            critical=True,
         ),
         AlarmSpec(
             "ReconcilerSilentAlarm",
