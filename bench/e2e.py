@@ -16,7 +16,8 @@ One run measures, in one process:
    ASL interpreter builds its clients with the access key "ak" (`boto_client_for`); everything else
    is sandbox machinery (poller, event bus, status watcher, the runtime's log and metric writes)
    or the benchmark itself. A counter on `BaseClient._make_api_call` cross-checks the total.
-3. Raw moto throughput (`bench.raw_moto`), for comparison with the sandbox's numbers.
+3. Raw moto throughput (`bench.raw_moto`): isolated operations, the floor under the sandbox. The
+   sandbox-to-bare-moto ratio for the same handler calls is `bench.sandbox_ratio`'s.
 
 The report is rewritten whole, except the `<!-- bench:NAME -->` sections other benchmarks own
 (`bench.sections`; e.g. `bench.reconcile`'s), which are carried over as they were.

@@ -3,19 +3,31 @@
 `observe` does the I/O; `assess` is pure and names what an on-call engineer should look at
 (DESIGN.md §3: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
 that is not empty).
+
+Jobs are read so that the cost follows the work in flight, never the table's size: active runs
+are counted on the sparse `active-jobs` index (it holds only active runs); ended runs (COMPLETE,
+FAILED) are counted over stated windows (the last hour, the last 24 h) from the `by-status` index,
+newest first, at most `RECENT_CAP` per status, so a count past the cap is a lower bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pipeline.jobs import format_timestamp
-from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import TrackingStore
+from pipeline.stores.tracking import ACTIVE_INDEX, STATUS_INDEX
+
+# The windows ended runs are counted over, shortest first; the widest bounds the read.
+RECENT_WINDOWS: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(hours=24))
+# At most this many ended runs are read per status: past it, a window's count is a lower bound.
+RECENT_CAP = 1000
+# Ended statuses in the order they are shown.
+ENDED_STATUSES: tuple[JobStatus, ...] = tuple(s for s in JobStatus if s in TERMINAL_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,17 @@ class QueueDepth:
 
 
 @dataclass(frozen=True)
+class OutcomeWindow:
+    """Runs that ended (COMPLETE, FAILED) within the last `window`, read newest first."""
+
+    window: str  # "1h", "24h"
+    since: str  # the window's start (a tracking timestamp)
+    counts: Mapping[str, int]  # ended status -> runs that reached it within the window
+    # Statuses whose read stopped at RECENT_CAP inside the window: their counts are lower bounds.
+    lower_bounds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HealthSnapshot:
     taken_at: str
     main_queue: QueueDepth
@@ -41,10 +64,57 @@ class HealthSnapshot:
     holders: Mapping[str, str]
     max_concurrency: int
     running_executions: int
-    jobs_by_status: Mapping[str, int] = field(default_factory=dict)
+    # Active runs by status: every one (the sparse index holds only active runs).
+    active_runs: Mapping[str, int] = field(default_factory=dict)
+    # Ended runs by window, shortest first; each says its start and whether its counts are exact.
+    recent_outcomes: tuple[OutcomeWindow, ...] = ()
+
+    @property
+    def jobs_by_status(self) -> dict[str, int]:
+        """Every active run, and the runs that ended within the widest window (non-zero only)."""
+        widest = self.recent_outcomes[-1].counts if self.recent_outcomes else {}
+        merged = {**self.active_runs, **widest}
+        return {status.value: merged[status.value] for status in JobStatus if merged.get(status.value)}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["jobs_by_status"] = self.jobs_by_status
+        data["jobs_by_status_window"] = self.recent_outcomes[-1].window if self.recent_outcomes else None
+        return data
+
+
+def window_label(window: timedelta) -> str:
+    """How a window is named in the output: 1h, 24h, 30m."""
+    seconds = int(window.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
+def count_since(stamps: Sequence[str], truncated: bool, since: str) -> tuple[int, bool]:
+    """How many of the newest-first `updated_at` stamps fall after `since`, and whether that is all.
+
+    A truncated read (more items were left unread) is still exact for a window it read past.
+    """
+    count = sum(1 for stamp in stamps if stamp > since)
+    return count, not truncated or (bool(stamps) and stamps[-1] <= since)
+
+
+def recent_outcomes(
+    ended: Mapping[JobStatus, tuple[Sequence[str], bool]], now: datetime, windows: Sequence[timedelta] = RECENT_WINDOWS
+) -> tuple[OutcomeWindow, ...]:
+    """Count each ended status's stamps (newest first, and whether the read was cut) per window."""
+    result = []
+    for window in windows:
+        since = format_timestamp(now - window)
+        counts: dict[str, int] = {}
+        lower_bounds: list[str] = []
+        for status in ENDED_STATUSES:
+            stamps, truncated = ended.get(status, ((), False))
+            counts[status.value], exact = count_since(stamps, truncated, since)
+            lower_bounds += [] if exact else [status.value]
+        result.append(OutcomeWindow(window_label(window), since, counts, tuple(lower_bounds)))
+    return tuple(result)
 
 
 @dataclass(frozen=True)
@@ -122,13 +192,70 @@ def _max_concurrency(lambda_client: Any, router_function: str) -> int:
     return int(env.get("Variables", {}).get("MAX_CONCURRENT_WORKFLOWS", 10))
 
 
-def observe(resources: Any, client: Any, now: datetime | None = None) -> HealthSnapshot:
-    """Read everything the snapshot holds. `client(service)` returns a boto3 client."""
+def count_active(dynamodb: Any, table: str) -> dict[JobStatus, int]:
+    """Runs in each active status, counted (Select=COUNT) on the sparse `active-jobs` index: the
+    index holds only active runs, so the read follows the work in flight, not the table's size."""
+    counts: dict[JobStatus, int] = {}
+    for status in ACTIVE_STATUSES:
+        pages = dynamodb.get_paginator("query").paginate(
+            TableName=table,
+            IndexName=ACTIVE_INDEX,
+            KeyConditionExpression="active_status = :s",
+            ExpressionAttributeValues={":s": {"S": status.value}},
+            Select="COUNT",
+        )
+        counts[status] = sum(page.get("Count", 0) for page in pages)
+    return counts
+
+
+def ended_since(dynamodb: Any, table: str, status: JobStatus, since: str, cap: int = RECENT_CAP) -> tuple[list[str], bool]:
+    """`updated_at` of the runs that reached `status` after `since`, newest first, at most `cap`
+    (the `by-status` index, one attribute projected); True when the read stopped at the cap."""
+    stamps: list[str] = []
+    start: dict[str, Any] | None = None
+    while True:
+        request: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": "#status = :s AND updated_at > :since",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {":s": {"S": status.value}, ":since": {"S": since}},
+            "ScanIndexForward": False,
+            "ProjectionExpression": "updated_at",
+            "Limit": cap - len(stamps),
+        }
+        if start:
+            request["ExclusiveStartKey"] = start
+        response = dynamodb.query(**request)
+        stamps += [item["updated_at"]["S"] for item in response.get("Items", [])]
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            return stamps, False
+        if len(stamps) >= cap:
+            return stamps, True
+
+
+def observe(
+    resources: Any,
+    client: Any,
+    now: datetime | None = None,
+    *,
+    active: Mapping[JobStatus, int] | None = None,
+    windows: Sequence[timedelta] = RECENT_WINDOWS,
+    cap: int = RECENT_CAP,
+) -> HealthSnapshot:
+    """Read everything the snapshot holds. `client(service)` returns a boto3 client.
+
+    `active`: active runs by status when the caller has read them already (the reconciler's
+    observation), so they are not read twice.
+    """
     now = now or datetime.now(UTC)
     sqs = client("sqs")
     dynamodb = client("dynamodb")
     semaphore = Semaphore(resources.CoordinationTableName, dynamodb).read()
-    counts = TrackingStore(resources.TrackingTableName, dynamodb).count_by_status()
+    active = count_active(dynamodb, resources.TrackingTableName) if active is None else active
+    widest = format_timestamp(now - max(windows))
+    ended = {status: ended_since(dynamodb, resources.TrackingTableName, status, widest, cap) for status in ENDED_STATUSES}
     return HealthSnapshot(
         taken_at=format_timestamp(now),
         main_queue=_queue_depth(sqs, resources.MainQueueUrl),
@@ -140,5 +267,6 @@ def observe(resources: Any, client: Any, now: datetime | None = None) -> HealthS
         holders=dict(semaphore.holders),
         max_concurrency=_max_concurrency(client("lambda"), resources.RouterFunctionName),
         running_executions=_running(client("stepfunctions"), resources.StateMachineArn),
-        jobs_by_status={status.value: counts.get(status, 0) for status in JobStatus if counts.get(status, 0)},
+        active_runs={status.value: active.get(status, 0) for status in ACTIVE_STATUSES if active.get(status, 0)},
+        recent_outcomes=recent_outcomes(ended, now, sorted(windows)),
     )

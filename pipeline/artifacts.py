@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.pii import PiiEntity
+from pipeline.pii.types import PiiEntity
 
 WORK_PREFIX = "_pipeops/runs"
 

@@ -25,7 +25,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pipeline.config import Settings
-from pipeline.jobs import JobMessage, RunRef, format_timestamp, job_id_for_key
+from pipeline.jobs import (
+    ANNOUNCE_LEASE_WAITS,
+    JobMessage,
+    RunRef,
+    format_timestamp,
+    job_id_for_key,
+    parse_timestamp,
+)
 from pipeline.s3events import ObjectCreated, VersionOrder, compare_versions
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import ClaimWrite, ObjectClaim, TrackingStore
@@ -66,6 +73,13 @@ def message_delay(job_id: str, key: str, settings: Settings) -> int:
     return 0 if job_id == key else min(settings.folder_settle_seconds, MAX_SQS_DELAY_SECONDS)
 
 
+def announce_ahead(delay: int, settings: Settings) -> int:
+    """How long a new run counts as announced: its message's delay plus the router's lease of
+    capacity waits, so the router's first wait needs no write to keep the run announced (the
+    reconciler re-announces a lost message that much later)."""
+    return delay + settings.capacity_retry_seconds * ANNOUNCE_LEASE_WAITS
+
+
 def judge_delivery(order: VersionOrder | None, claimed_run_status: JobStatus | None) -> Delivery:
     """Decide from the event's version relative to the claim (None: no claim) and the claimed
     run's status (None: the run is gone).
@@ -88,9 +102,13 @@ def judge_delivery(order: VersionOrder | None, claimed_run_status: JobStatus | N
     return Delivery.PROCESS
 
 
-def _candidate(job_id: str, now: datetime, attempt: int) -> RunRef:
-    """A new run's key; a later attempt shifts by microseconds so it never meets its own key."""
-    return RunRef(job_id, format_timestamp(now + timedelta(microseconds=attempt)))
+def candidate_run(job_id: str, now: datetime, attempt: int, latest: str = "") -> RunRef:
+    """A new run's key. Pure. A later attempt shifts by microseconds so it never meets its own key,
+    and a new run always starts after the job's latest (`latest`, "" for none): the write that
+    opens it also makes it the job's latest, conditional on that (a clock behind another
+    function's opens just after the latest run, never under it)."""
+    earliest = max(now, parse_timestamp(latest) + timedelta(microseconds=1)) if latest else now
+    return RunRef(job_id, format_timestamp(earliest + timedelta(microseconds=attempt)))
 
 
 def ingest_object(
@@ -102,32 +120,34 @@ def ingest_object(
 ) -> IngestResult:
     """Put one created object version into its job's pending run, or a new announced run.
 
-    Each attempt reads the claim and decides; a file goes into a run only together with its
-    claim, conditional on the claim being as read, so of racing deliveries one wins and the
-    others decide again and find the version claimed.
+    Each attempt reads the claim and the job's head (one call) and decides; a file goes into a
+    run only together with its claim, conditional on the claim being as read, so of racing
+    deliveries one wins and the others decide again and find the version claimed. A file costs
+    two calls (the read, the write), a new run one more (its message): no candidate run is
+    written that a lost race would leave behind.
     """
     job_id = job_id_for_key(created.key, settings.job_folder_depth)
     delay = message_delay(job_id, created.key, settings)
     for attempt in range(_MAX_ATTEMPTS):
-        claim = store.object_claim(created.bucket, created.key)
+        view = store.ingest_view(created.bucket, created.key, job_id)
+        claim = view.claim
         if claim is not None:
             claimed = store.get_run(claim.run)
             order = compare_versions(created.version, claim.version)
             delivery = judge_delivery(order, claimed.status if claimed else None)
             if delivery is not Delivery.PROCESS:
-                return _answer_repeat(delivery, claim, created, store, send, delay, now)
+                return _answer_repeat(delivery, claim, created, store, send, delay, now, settings)
 
-        pending = store.pending_run(job_id)
-        run = pending or _candidate(job_id, now, attempt)
+        pending = view.pending
+        run = pending or candidate_run(job_id, now, attempt, view.latest)
         successor = (
             claim.succeeded_by(run, created.version)
             if claim
             else ObjectClaim(created.bucket, created.key, run, created.version)
         )
         if pending is None:
-            written = store.open_run_with_claim(successor, created.bucket, now, delay)
-            if written is ClaimWrite.WRITTEN:
-                store.advance_head(run, now)
+            written = store.open_run_with_claim(successor, created.bucket, now, announce_ahead(delay, settings))
+            if written is ClaimWrite.WRITTEN:  # the run leads the job's head already (same write)
                 send(JobMessage(job_id, run.started_at, created.bucket), delay)
                 return IngestResult(IngestOutcome.NEW_RUN, run)
         else:
@@ -152,11 +172,12 @@ def _answer_repeat(
     send: Callable[[JobMessage, int], None],
     delay: int,
     now: datetime,
+    settings: Settings,
 ) -> IngestResult:
     """A delivery whose file is in a run already (or superseded): announce again or do nothing."""
     if delivery is Delivery.REANNOUNCE:
-        store.advance_head(claim.run, now)  # idempotent: the first attempt may have died before it
-        store.extend_announcement(claim.run, now + timedelta(seconds=delay))
+        # The run was opened leading the job's head (one write): only its message may be missing.
+        store.extend_announcement(claim.run, now + timedelta(seconds=announce_ahead(delay, settings)))
         send(JobMessage(claim.run.job_id, claim.run.started_at, created.bucket), delay)
         return IngestResult(IngestOutcome.REANNOUNCED, claim.run)
     outcome = IngestOutcome.DUPLICATE if delivery is Delivery.DUPLICATE else IngestOutcome.STALE

@@ -17,6 +17,9 @@ from typing import Any
 from pipeline.config import SUPPORTED_EXTENSIONS
 
 MESSAGE_VERSION = 1
+# A run counts as announced this many capacity waits ahead of its message: ingest announces it so
+# far ahead, and a router's wait renews it (pipeline.routing), so a wait rarely needs a write.
+ANNOUNCE_LEASE_WAITS = 4
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 EXECUTION_NAME_MAX = 80
 

@@ -8,6 +8,9 @@ conditional write that refuses a stale view (the loop then looks again):
 - QUEUED → *admit*: take the slot and freeze the run (QUEUED → IN_PROGRESS) in one transaction,
   then StartExecution under the run's deterministic name and record the ARN. At capacity the
   message is re-sent with a delay and the original deleted, so waiting never counts toward the DLQ.
+  A wait costs one call beyond the re-send: the run and the semaphore are read together (one
+  BatchGetItem) and a full semaphore is not tried; a message that waited before first asks "still
+  full?" in one conditional write that also renews the run's announcement lease.
 - IN_PROGRESS, no ARN → an execution may exist (a router died before writing its ARN): describe it
   by name and record the ARN; if none exists, *resume*: carry on under the slot if it is held
   (a router died before StartExecution, or is still inside it: the name makes a second start
@@ -26,7 +29,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -34,6 +37,7 @@ from typing import Any, ClassVar
 from pipeline.aws import error_code
 from pipeline.config import Settings
 from pipeline.jobs import (
+    ANNOUNCE_LEASE_WAITS,
     MESSAGE_VERSION,
     JobMessage,
     MalformedMessageError,
@@ -43,14 +47,15 @@ from pipeline.jobs import (
     split_supported,
 )
 from pipeline.status import ExecutionStatus, JobStatus
-from pipeline.stores.semaphore import JointWrite, Semaphore
+from pipeline.stores.semaphore import JointWrite, Semaphore, SemaphoreState
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
 # Looks at the run per message before giving up with RouteContentionError (each look follows a
 # write some other writer beat us to, so more than a few means something keeps moving the run).
 MAX_LOOKS = 4
-# A capacity wait that must extend the run's announce deadline extends it by this many waits.
-ANNOUNCE_LEASE_WAITS = 4
+# A re-sent message counts its capacity waits under this key: from the second wait on, the router
+# asks "still full?" and renews the run's lease in one write before it reads anything.
+WAITS_KEY = "capacity_waits"
 
 
 class RouteOutcome(StrEnum):
@@ -185,10 +190,29 @@ class StartFailure(StrEnum):
     UNKNOWN = "unknown"  # no answer (timeout, 5xx): it may or may not have started
 
 
+def waits_of(message: JobMessage) -> int:
+    """How many capacity waits the message has been through (0: none, or a sender that does not say)."""
+    waits = message.extra.get(WAITS_KEY)
+    return waits if isinstance(waits, int) and not isinstance(waits, bool) and waits > 0 else 0
+
+
+def waited(message: JobMessage) -> JobMessage:
+    """The message to re-send after one more capacity wait. Pure."""
+    return replace(message, extra={**message.extra, WAITS_KEY: waits_of(message) + 1})
+
+
+def must_wait(slots: SemaphoreState, holder: str, max_slots: int) -> bool:
+    """Every slot is held, none by this run: its admission would be refused, so it is not tried
+    (a capacity wait costs the read and the re-send). Pure. A slot freed after the read makes
+    the message wait once more than it had to; a slot taken after it is refused by the admission."""
+    return holder not in slots.holders and slots.active_count >= max_slots
+
+
 def announcement_to_extend(deadline: str, now: datetime, retry_seconds: int) -> datetime | None:
     """A capacity wait re-sends the run's message `retry_seconds` ahead; the run's announce
     deadline must cover that delivery, or the reconciler would take the run for unannounced. The
-    deadline is extended by several waits at once, so most waits cost no write at all."""
+    deadline is extended by several waits at once, and ingest announces a run that far ahead
+    already, so a first wait costs no write at all."""
     due = now + timedelta(seconds=retry_seconds)
     if deadline and parse_timestamp(deadline) >= due:
         return None
@@ -272,11 +296,20 @@ class Router:
     def route(self, message: JobMessage, now: datetime, trace: Mapping[str, str]) -> RouteResult:
         state_machine = self._settings.require("state_machine_arn")  # before anything is written
         call = _Invocation(message, now, trace, state_machine, self._new_token())
+        if waits_of(message) and self._still_full(call):
+            return self._resend(call)
         for _ in range(MAX_LOOKS):
-            record = self._store.get_run(message.run)
+            # The run and the semaphore in one read: at capacity the message waits on that alone.
+            record, slots = self._store.get_run_and_slots(message.run, self._semaphore)
             step = next_step(record)
             if step is Step.FIND_EXECUTION:
                 step = next_step(record, Seen.EXISTS if self._describe(call.arn) else Seen.NONE)
+            if (
+                record is not None
+                and step in (Step.ADMIT, Step.RESUME)
+                and must_wait(slots, call.name, self._settings.max_concurrent_workflows)
+            ):
+                return self._wait(record, call)
             result = self._act(step, record, call)
             if result is not None:
                 return result
@@ -315,16 +348,14 @@ class Router:
 
     def _admit(self, record: RunRecord, call: _Invocation) -> RouteResult | None:
         """Take the slot and freeze the run together; or carry on under a slot already held."""
-        guard = self._store.admission_item(record.run, call.now, call.token, expected_status=record.status)
+        # Conditional on the files read, too: the record read is the run as frozen, no re-read.
+        guard = self._store.admission_item(
+            record.run, call.now, call.token, expected_status=record.status, expected_files=len(record.files)
+        )
         admitted = self._semaphore.admit(call.name, call.stamp, self._settings.max_concurrent_workflows, guard)
         acquired = admitted is JointWrite.DONE
         if admitted is JointWrite.AT_CAPACITY:
-            retry = self._settings.capacity_retry_seconds
-            extended = announcement_to_extend(record.announce_deadline, call.now, retry)
-            if extended is not None:  # before the re-send: a failed write must not leave two copies
-                self._store.extend_announcement(record.run, extended)
-            self._defer(call.message, retry)
-            return RouteResult(RouteOutcome.WAITING, call.name)
+            return self._wait(record, call)
         if admitted is JointWrite.ALREADY_HELD:
             # Another invocation took this slot: it died, or it is inside StartExecution. Either
             # way the name makes our start harmless; the new admission token fences its release.
@@ -335,11 +366,26 @@ class Router:
             return None  # the run moved (or a transaction conflicted): look again
         if record.status is JobStatus.QUEUED:
             self._store.clear_pending(record.run)
-            frozen = self._store.get_run(record.run)  # the files as frozen, with any added since our read
-            if frozen is None:
-                raise UnknownRunError("the run vanished after it was admitted")
-            record = frozen
         return self._start(record, call, acquired=acquired)
+
+    def _wait(self, record: RunRecord, call: _Invocation) -> RouteResult:
+        """Every slot is busy: re-send the message with a delay (the original is deleted)."""
+        extended = announcement_to_extend(record.announce_deadline, call.now, self._settings.capacity_retry_seconds)
+        if extended is not None:  # before the re-send: a failed write must not leave two copies
+            self._store.extend_announcement(record.run, extended)
+        return self._resend(call)
+
+    def _still_full(self, call: _Invocation) -> bool:
+        """A message that waited before: while every slot is still held by others, renew the run's
+        announcement lease (one conditional write over both items). False: a slot is free, or
+        the run moved on: look at it as any message does."""
+        lease = call.now + timedelta(seconds=self._settings.capacity_retry_seconds * ANNOUNCE_LEASE_WAITS)
+        guard = self._store.lease_item(call.message.run, lease)
+        return self._semaphore.while_full(call.name, self._settings.max_concurrent_workflows, guard) is JointWrite.DONE
+
+    def _resend(self, call: _Invocation) -> RouteResult:
+        self._defer(waited(call.message), self._settings.capacity_retry_seconds)
+        return RouteResult(RouteOutcome.WAITING, call.name)
 
     def _start(self, record: RunRecord, call: _Invocation, *, acquired: bool) -> RouteResult:
         """StartExecution; the slot is given back only if no execution of the name can exist."""

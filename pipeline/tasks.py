@@ -37,7 +37,7 @@ from pipeline.artifacts import (
 from pipeline.aws import error_code
 from pipeline.config import RedactionMode
 from pipeline.jobs import RunRef
-from pipeline.pii import PiiDetector, blackout, build_mapping, substitute, values_by_type
+from pipeline.pii.types import PiiDetector
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import TrackingStore, to_attribute
 
@@ -146,6 +146,10 @@ def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secre
     """One consistent mapping for the whole job, written to the output bucket (encrypted).
 
     Reads the stored detection of each of the run's files (`files` in the state)."""
+    # Imported here: each task function loads only the PII code it runs (finalize none of it).
+    from pipeline.pii.redaction import values_by_type
+    from pipeline.pii.synthetic import build_mapping
+
     values: dict[str, set[str]] = {}
     for file_key in event.get("files") or ():
         detection = _detection(event, artifacts, file_key)
@@ -162,6 +166,8 @@ def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secre
 
 def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str, Any]:
     """Write the redacted copy of input key K to the output bucket at K; store the result."""
+    from pipeline.pii.redaction import blackout, substitute
+
     file_key = event["file_key"]
     detection = _detection(event, artifacts, file_key)
     if detection is None:

@@ -12,7 +12,7 @@ import sys
 import threading
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -183,7 +183,12 @@ def upload(
 def status(
     endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
 ) -> None:
-    """Queue and DLQ depth, oldest message age, active_count and holders, running executions, jobs by status."""
+    """Queue and DLQ depth, oldest message age, active_count and holders, running executions, every
+    active run by status, and the runs that ended (COMPLETE, FAILED) in the last hour and 24 hours.
+
+    Reads indexes, never the whole tracking table: active runs from the sparse active index, ended
+    runs newest first up to a cap per status (a count at the cap is shown as a lower bound, "≥").
+    """
     from pipeops.views import status as status_view
 
     connection, resources = _connect(stack_name, endpoint_url, region)
@@ -192,7 +197,23 @@ def status(
         render.emit_json("status", view.to_dict())
     else:
         data = view.to_dict()
-        render.console.print(render.health_table(data, data["findings"]))
+        table = render.health_table(data, data["findings"])
+        table.caption = _outcomes_caption(data)
+        table.caption_justify = "left"
+        render.console.print(table)
+
+
+def _outcomes_caption(data: dict[str, Any]) -> str:
+    """What "jobs by status" counts, and the ended runs per window (labelled with its start)."""
+    windows = data.get("recent_outcomes") or []
+    parts = []
+    for window in windows:
+        counts = ", ".join(
+            f"{status} {'≥ ' if status in window['lower_bounds'] else ''}{count}" for status, count in window["counts"].items()
+        )
+        parts.append(f"ended in the last {window['window']} (since {window['since']}): {counts}")
+    scope = f"jobs by status: every active run; ended runs of the last {windows[-1]['window']}" if windows else ""
+    return "\n".join([*parts, scope])
 
 
 @app.command()

@@ -1,19 +1,22 @@
 """What the CLI shows, as plain result objects: status, job lists, one job in detail.
 
 Each function reads through boto3 (AWS or the sandbox alike) and returns data; rendering is
-`pipeops.render`'s job, so every command can print rich text or JSON.
+`pipeops.render`'s job, so every command can print rich text or JSON. `status` and `jobs` never
+scan the tracking table: they query its indexes for what they show (issue 11).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from monitors.health import Finding, HealthSnapshot, assess, observe
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import RunRecord, TrackingStore
+from pipeline.stores.tracking import STATUS_INDEX, RunRecord, TrackingStore
 from pipeops.resources import StackResources
 
 Client = Callable[[str], Any]
@@ -40,13 +43,17 @@ class StatusView:
         }
 
 
-def status(resources: StackResources, client: Client) -> StatusView:
+def status(resources: StackResources, client: Client, now: datetime | None = None) -> StatusView:
+    """The health snapshot, its findings, the reconciler's view and the alarms firing (`now`: the
+    moment the windows of ended runs end at; default the clock)."""
     from alarms.live import list_alarms
     from monitors.reconcile.loop import last_run
     from pipeops import reconcile
 
-    snapshot = observe(resources, client)
     dry = reconcile.run(resources, client, apply=False)
+    # The reconciler's dry run read every active run already (the sparse index): count those.
+    active = Counter(run.status for run in dry.observed.active_runs)
+    snapshot = observe(resources, client, now, active=active)
     firing = [view for view in list_alarms(client("cloudwatch"), resources.stack_name) if view.state == "ALARM"]
     return StatusView(
         resources.stack_name,
@@ -73,14 +80,45 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def jobs(resources: StackResources, client: Client, status_filter: JobStatus | None, limit: int = 50) -> list[dict[str, Any]]:
-    store = TrackingStore(resources.TrackingTableName, client("dynamodb"))
-    statuses = [status_filter] if status_filter else list(JobStatus)
+def newest_with_status(dynamodb: Any, table: str, status: JobStatus, limit: int) -> list[RunRecord]:
+    """The `limit` most recently updated runs in `status`: the `by-status` index newest first,
+    asking for no more than are still missing, so about `limit` items are read."""
     records: list[RunRecord] = []
-    for status_value in statuses:
-        records.extend(store.runs_with_status(status_value, limit))
-    records.sort(key=lambda r: r.updated_at, reverse=True)
-    return [run_summary(r) for r in records[:limit]]
+    start: dict[str, Any] | None = None
+    while len(records) < limit:
+        request: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": "#status = :s",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {":s": {"S": status.value}},
+            "ScanIndexForward": False,
+            "Limit": limit - len(records),
+        }
+        if start:
+            request["ExclusiveStartKey"] = start
+        response = dynamodb.query(**request)
+        records += [RunRecord.from_item(item) for item in response.get("Items", [])]
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            break
+    return records
+
+
+def merge_newest(per_status: Iterable[Sequence[RunRecord]], limit: int) -> list[RunRecord]:
+    """The `limit` most recently updated runs of several newest-first lists (ties: listed order)."""
+    merged = [record for records in per_status for record in records]
+    return sorted(merged, key=lambda r: r.updated_at, reverse=True)[: max(limit, 0)]
+
+
+def jobs(resources: StackResources, client: Client, status_filter: JobStatus | None, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest `limit` runs (of one status, or of all: each status asked for `limit`, merged)."""
+    if limit <= 0:
+        return []
+    dynamodb = client("dynamodb")
+    statuses = [status_filter] if status_filter else list(JobStatus)
+    per_status = [newest_with_status(dynamodb, resources.TrackingTableName, s, limit) for s in statuses]
+    return [run_summary(r) for r in merge_newest(per_status, limit)]
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,12 @@ The two seams, patched in `_install` and nowhere else (restored by `stop()`):
 
 Delivery (Lambda targets). Asynchronous like AWS: the put returns at once; worker threads invoke
 the function through `LambdaRuntime.invoke_direct` with the target's input (`Input`, `InputPath`,
-or `InputTransformer` via moto's `EventTemplateParser`; else the whole event). Deliveries are
-sharded over workers by an ordering key -- the execution ARN for status events -- so one
-execution's RUNNING is always delivered before its terminal event. Failures come in two kinds:
+or `InputTransformer` via moto's `EventTemplateParser`; else the whole event). Each target of each
+rule has its own delivery lane (`workers` threads, started on its first delivery), as in AWS,
+where one target's backlog never holds another's: a slow ingest function once held the tracker's
+status events for 92 s when all rules shared four workers. Within a lane deliveries are sharded
+over its workers by an ordering key -- the execution ARN for status events -- so one execution's
+RUNNING is always delivered before its terminal event. Failures come in two kinds:
 - EventBridge could not hand the event to Lambda (function missing -> NO_RESOURCE, no retry;
   a rule paused with `fail=True` -> THROTTLING, retried): retried with exponential backoff and
   jitter per the target's RetryPolicy (MaximumRetryAttempts, default 185; MaximumEventAgeInSeconds,
@@ -94,6 +97,9 @@ LAMBDA_ASYNC_RETRY_DELAYS = (60.0, 120.0)  # Lambda async: 1 min, then 2 min
 LAMBDA_ASYNC_MAX_RETRIES = 2
 LAMBDA_ASYNC_MAX_EVENT_AGE_SECONDS = 21600
 HISTORY_SIZE = 1000
+# Real seconds between the status watcher's safety-net full rounds; moto's hooks report each
+# execution's start and end at once (sandbox.status_events).
+STATUS_FULL_ROUND_SECONDS = 2.0
 
 STAT_KEYS = (
     "matched",  # Lambda-target deliveries accepted (events x targets)
@@ -242,10 +248,19 @@ class _Delivery:
     event: dict[str, Any]
     payload: Any
     order_key: str
+    lane_key: tuple[str, str, str] = ("", "", "")  # (bus, rule, target id): its delivery lane
     created: float = field(default_factory=time.monotonic)
     eventbridge_retries: int = 0
     invocations: int = 0
     state: str = "queued"  # queued | running | scheduled | held | done
+
+
+@dataclass
+class _Lane:
+    """One rule target's delivery workers: a queue per worker, sharded by ordering key."""
+
+    queues: list[queue.Queue[Any]]
+    threads: list[threading.Thread]
 
 
 @dataclass
@@ -271,8 +286,9 @@ class EventBus:
     `runtime`: the installed `LambdaRuntime` that runs Lambda targets. `region`, `endpoint_url`
     (default: the runtime's), `time_scale` (default: the runtime's) scale every wait: schedules,
     retry backoff, event ages. `account_id`: moto's default account unless given.
-    `poll_interval`: real seconds between status-watcher rounds and schedule syncs.
-    `workers`: delivery threads. `handler_errors`: see the module docstring.
+    `poll_interval`: real seconds between schedule syncs (and between the status watcher's
+    safety-net full rounds, at least STATUS_FULL_ROUND_SECONDS: its hooks report changes at once).
+    `workers`: delivery threads per rule target. `handler_errors`: see the module docstring.
     `watch_executions`: emit Step Functions status-change events.
     """
 
@@ -317,7 +333,7 @@ class EventBus:
         self._duplicates: list[list[Any]] = []  # [predicate, copies]
         self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_SIZE)
 
-        self._queues: list[queue.Queue[Any]] = []
+        self._lanes: dict[tuple[str, str, str], _Lane] = {}
         self._threads: list[threading.Thread] = []
         self._timer_cond = threading.Condition()
         self._retry_heap: list[tuple[float, int, _Delivery]] = []
@@ -331,7 +347,9 @@ class EventBus:
         self._warned: set[str] = set()
         self._watcher = (
             status_events.ExecutionStatusWatcher(
-                lambda: self._client("stepfunctions"), self.emit, interval=poll_interval
+                lambda: self._client("stepfunctions"),
+                self.emit,
+                interval=max(poll_interval, STATUS_FULL_ROUND_SECONDS),
             )
             if watch_executions
             else None
@@ -344,10 +362,9 @@ class EventBus:
             return self
         if not self.runtime.installed:
             raise RuntimeError("the LambdaRuntime must be installed before the EventBus starts")
-        # Queues and the started flag first: once the seams are installed, an S3 event may arrive
-        # on another thread at once, and it must find somewhere to go (it is queued until the
-        # workers below start), never an empty shard list.
-        self._queues = [queue.Queue() for _ in range(self._n_workers)]
+        # The started flag first: once the seams are installed, an S3 event may arrive on another
+        # thread at once, and it must find somewhere to go (its lane starts on demand).
+        self._lanes = {}
         self._stopping.clear()
         self._started = True
         try:
@@ -360,13 +377,8 @@ class EventBus:
                 self._watcher.baseline()
             except Exception:
                 LOG.warning("could not take the Step Functions baseline", exc_info=True)
-        self._threads = [
-            threading.Thread(target=self._work, args=(q,), name=f"sandbox-eventbus-{i}", daemon=True)
-            for i, q in enumerate(self._queues)
-        ]
-        self._threads.append(threading.Thread(target=self._timer, name="sandbox-eventbus-timer", daemon=True))
-        for thread in self._threads:
-            thread.start()
+        self._threads = [threading.Thread(target=self._timer, name="sandbox-eventbus-timer", daemon=True)]
+        self._threads[0].start()
         if self._watcher is not None:
             self._watcher.start()
         return self
@@ -379,13 +391,17 @@ class EventBus:
         self._stopping.set()
         if self._watcher is not None:
             self._watcher.stop(max(0.0, deadline - time.monotonic()))
-        for q in self._queues:
-            q.put(_STOP)
+        with self._lock:
+            lanes = list(self._lanes.values())
+        for lane in lanes:
+            for q in lane.queues:
+                q.put(_STOP)
         with self._timer_cond:
             self._timer_cond.notify_all()
-        for thread in self._threads:
+        threads = [*self._threads, *(t for lane in lanes for t in lane.threads)]
+        for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self._threads if t.is_alive()]
+        alive = [t.name for t in threads if t.is_alive()]
         if alive:
             LOG.warning("event bus threads still busy after stop (daemon, left behind): %s", alive)
         with self._timer_cond:
@@ -522,6 +538,7 @@ class EventBus:
             event=event,
             payload=payload,
             order_key=f"{target.get('Arn')}|{order_key}",
+            lane_key=(rule_key[0], rule_key[1], str(target.get("Id") or target.get("Arn"))),
         )
         with self._lock:
             self._pending += 1
@@ -531,8 +548,28 @@ class EventBus:
 
     def _enqueue(self, delivery: _Delivery) -> None:
         delivery.state = "queued"
-        shard = zlib.crc32(delivery.order_key.encode()) % len(self._queues)
-        self._queues[shard].put(delivery)
+        lane = self._lane(delivery.lane_key)
+        if lane is None:  # stopping: abandoned, as queued deliveries are
+            return
+        shard = zlib.crc32(delivery.order_key.encode()) % len(lane.queues)
+        lane.queues[shard].put(delivery)
+
+    def _lane(self, key: tuple[str, str, str]) -> _Lane | None:
+        """The delivery lane of one rule target, its workers started on first use."""
+        with self._lock:
+            lane = self._lanes.get(key)
+            if lane is not None or self._stopping.is_set():
+                return lane
+            label = "/".join(part for part in key if part and part != "default")
+            queues: list[queue.Queue[Any]] = [queue.Queue() for _ in range(self._n_workers)]
+            threads = [
+                threading.Thread(target=self._work, args=(q,), name=f"sandbox-eventbus-{label}-{i}", daemon=True)
+                for i, q in enumerate(queues)
+            ]
+            lane = self._lanes[key] = _Lane(queues, threads)
+            for thread in threads:
+                thread.start()
+            return lane
 
     # ---------------------------------------------------------------- delivery workers
 

@@ -41,6 +41,14 @@ only the wait is shorter, exactly as a scaled Lambda timeout is.
 Empty receives and errors back off (the SQS API raising, the function missing); a worker logs and
 continues, it never dies silently. `stats` counts per mapping.
 
+**Wake-on-send.** An idle worker does not sleep out its back-off when its queue gets a message: the
+`add_message` hook (the seam above, which every producer passes) tells the workers of that queue
+when the new message can be received -- at once, or when its `DelaySeconds` ends -- and a worker
+that shortened a failed message's visibility knows when it reappears. The worker then receives
+right away; the back-off (at most `SHORT_POLL_MAX_PAUSE` with short polls) remains the safety net
+for what no hook reports (a visibility timeout running out on its own). Receiving stays moto's
+`ReceiveMessage`, so delay, visibility and at-least-once are SQS's own.
+
 **Quiescence.** `idle()` is true when no worker holds a batch *and* every polled queue reports 0
 visible, 0 in-flight and 0 delayed messages. To be a consistent snapshot, it reads an activity
 counter (bumped whenever a worker starts or finishes a batch) before and after reading the queues
@@ -59,6 +67,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import heapq
 import logging
 import threading
 import time
@@ -120,6 +129,66 @@ def _add_message_without_lambda(queue: Any, message: Any) -> None:
         original(queue, message)
         return
     original(_QueueWithoutEventSourceMappings(queue), message)
+    _announce(queue, message)
+
+
+# --------------------------------------------------------------------------- wake-on-send
+
+
+_WAKES: dict[str, set[_Wake]] = {}  # queue ARN -> the wakes of the workers polling it
+_WAKES_LOCK = threading.Lock()
+
+
+def receivable_in(delayed_until_ms: float, now_epoch_s: float) -> float:
+    """Seconds until a message delayed until `delayed_until_ms` (epoch ms, moto's field) can be received."""
+    return max(0.0, delayed_until_ms / 1000.0 - now_epoch_s)
+
+
+def _announce(queue: Any, message: Any) -> None:
+    """Tell the workers polling `queue` when `message` becomes receivable (never raises)."""
+    try:
+        with _WAKES_LOCK:
+            wakes = list(_WAKES.get(str(getattr(queue, "queue_arn", "")), ()))
+        if wakes:
+            due = time.monotonic() + receivable_in(float(getattr(message, "delayed_until", 0.0) or 0.0), time.time())
+            for wake in wakes:
+                wake.at(due)
+    except Exception:  # a producer's send must never fail for the poller's sake
+        LOG.debug("could not announce a message to the SQS poller", exc_info=True)
+
+
+class _Wake:
+    """When a worker's queue may next have a message to receive (monotonic times), and its stop."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: list[float] = []  # a heap
+        self._stopped = False
+
+    def at(self, moment: float) -> None:
+        with self._cond:
+            heapq.heappush(self._due, moment)
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def wait(self, timeout: float) -> None:
+        """Return after `timeout` s, at stop, or once a due time has come (which it consumes)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while not self._stopped:
+                now = time.monotonic()
+                if self._due and self._due[0] <= now:
+                    while self._due and self._due[0] <= now:
+                        heapq.heappop(self._due)
+                    return
+                end = min(deadline, self._due[0]) if self._due else deadline
+                if end <= now:
+                    return
+                self._cond.wait(end - now)
 
 
 def disable_native_sqs_event_sources() -> None:
@@ -375,6 +444,7 @@ class _MappingWorker:
         self.poller = poller
         self.mapping = mapping  # replaced in place by refresh(); read once per batch
         self.stop_event = threading.Event()
+        self.wake = _Wake()
         self._empty_backoff = _Backoff(base=0.05, cap=float(poller.poll_wait_seconds) or SHORT_POLL_MAX_PAUSE)
         self._error_backoff = _Backoff(base=0.1, cap=poller.max_error_backoff)
         self.thread = threading.Thread(
@@ -385,15 +455,29 @@ class _MappingWorker:
 
     # ---------------------------------------------------------------- loop
 
+    def signal_stop(self) -> None:
+        self.stop_event.set()
+        self.wake.stop()
+
     def _run(self) -> None:
         LOG.debug("worker for %s started", self.mapping.queue_arn)
-        while not self.stop_event.is_set():
-            try:
-                self._poll_once()
-            except Exception as exc:  # never die silently: log, count, back off, continue
-                self.poller._forget_url(self.mapping)  # the queue may have been deleted and recreated
-                self._record_error(exc, "polling")
-                self.stop_event.wait(self._error_backoff.next())
+        arn = self.mapping.queue_arn
+        with _WAKES_LOCK:
+            _WAKES.setdefault(arn, set()).add(self.wake)
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    self._poll_once()
+                except Exception as exc:  # never die silently: log, count, back off, continue
+                    self.poller._forget_url(self.mapping)  # the queue may have been deleted and recreated
+                    self._record_error(exc, "polling")
+                    self.stop_event.wait(self._error_backoff.next())
+        finally:
+            with _WAKES_LOCK:
+                wakes = _WAKES.get(arn, set())
+                wakes.discard(self.wake)
+                if not wakes:
+                    _WAKES.pop(arn, None)
         LOG.debug("worker for %s stopped", self.mapping.queue_arn)
 
     def _record_error(self, exc: BaseException, what: str) -> None:
@@ -427,10 +511,11 @@ class _MappingWorker:
         if not first:
             self.poller.stats.add(mapping.uuid, empty_receives=1)
             # Space empty receives out (a full long poll already did; a server that answers at
-            # once does not).
+            # once does not). A send to the queue, or a delay or shortened visibility running out
+            # (`self.wake`), ends the pause early.
             pause = self._empty_backoff.next() - (time.monotonic() - started)
             if pause > 0:
-                self.stop_event.wait(pause)
+                self.wake.wait(pause)
             return
         self._empty_backoff.reset()
         self.poller._batch_started()
@@ -458,7 +543,7 @@ class _MappingWorker:
                 else:
                     more = self._receive(want, int(min(self.poller.poll_wait_seconds, remaining)))
                     if not more:
-                        self.stop_event.wait(min(_SHORT_PAUSE, max(0.0, deadline - time.monotonic())))
+                        self.wake.wait(min(_SHORT_PAUSE, max(0.0, deadline - time.monotonic())))
                         continue
             except Exception as exc:  # deliver what we hold rather than lose it to a timeout
                 self._record_error(exc, "gathering a batch")
@@ -544,6 +629,7 @@ class _MappingWorker:
                 ]
                 response = sqs.change_message_visibility_batch(QueueUrl=self._url(), Entries=entries)
                 poller.stats.add(mapping.uuid, visibility_compressed=len(response.get("Successful") or []))
+            self.wake.at(time.monotonic() + scaled)  # no hook reports a visibility running out
         except Exception as exc:  # the queue's own visibility timeout then applies: slower, not wrong
             self._record_error(exc, "shortening visibility")
 
@@ -644,7 +730,7 @@ class SqsEventSourcePoller:
             self._retired = []
             discovery, self._discovery_thread = self._discovery_thread, None
             for worker in workers:
-                worker.stop_event.set()
+                worker.signal_stop()
         threads = [w.thread for w in workers] + ([discovery] if discovery is not None else [])
         for thread in threads:
             if thread.is_alive() and thread is not threading.current_thread():
@@ -704,7 +790,7 @@ class SqsEventSourcePoller:
                 worker = self._workers[uuid]
                 current = mappings.get(uuid)
                 if current is None or current.queue_arn != worker.mapping.queue_arn:
-                    worker.stop_event.set()
+                    worker.signal_stop()
                     self._retired.append(self._workers.pop(uuid))
                 elif current != worker.mapping:
                     worker.mapping = current

@@ -1,9 +1,22 @@
 """Step Functions "Execution Status Change" events, which moto never emits (DESIGN.md §4).
 
-`ExecutionStatusWatcher` polls the Step Functions API on a daemon thread and, for every execution
-it sees change status, hands the AWS-shaped event to a callback (the event bus's `emit`).
+`ExecutionStatusWatcher` watches executions on a daemon thread and, for every execution it sees
+change status, hands the AWS-shaped event to a callback (the event bus's `emit`).
 
-One poll round, per state machine (`list_state_machines`, paginated):
+Event-driven. moto's interpreter is told of (`install_hooks`) every execution that starts
+(`Execution.start`) and every one that ends (`BaseExecutionWorkerCommunication.terminated`, which
+sets SUCCEEDED / FAILED / TIMED_OUT / ABORTED): the hook only records the execution ARN and wakes
+the watcher, which then describes just those executions. Nothing is read per execution while it
+runs. A full round (below) runs at start and every `interval` seconds, a safety net for a status
+moto changes on a path without these hooks (moto's non-executing backend). The hooks run in the
+process hosting moto, as the event bus must.
+
+Idle detection (`request_round` / `wait_round`) needs a round that started after the request and
+saw every change made before it. With the hooks that is a light round (describe what the hooks
+reported) begun while no status change is in flight: a hook registers the change before moto
+makes it and reports it after, so a change made before the request has been reported by then.
+
+One full round, per state machine (`list_state_machines`, paginated):
 1. `list_executions(statusFilter="RUNNING")`, all pages: what is running now.
 2. `list_executions()` newest first, page by page, stopping after the first page whose executions
    are all already known (new executions -- even ones that already finished -- appear at the top).
@@ -27,6 +40,7 @@ event then carries the time the watcher saw the change.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import logging
 import threading
@@ -67,6 +81,70 @@ def remove_status_listener(listener: Callable[[dict[str, Any]], Any]) -> None:
     global _LISTENERS
     with _LISTENERS_LOCK:
         _LISTENERS = tuple(x for x in _LISTENERS if x != listener)
+
+
+# Started watchers told by moto's hooks of each execution that starts or ends. A tuple, replaced.
+_WATCHERS: tuple[ExecutionStatusWatcher, ...] = ()
+_HOOKS_LOCK = threading.Lock()
+_HOOK_ORIGINALS: dict[str, Any] = {}
+
+
+def _changing(execution_arn: str, change: Callable[[], Any]) -> None:
+    """Run moto's status change, the watchers told before (a change in flight) and after it."""
+    watchers = _WATCHERS
+    for watcher in watchers:
+        watcher._changing(execution_arn)
+    try:
+        change()
+    finally:  # the status is set (or setting it failed): either way, have a look
+        for watcher in watchers:
+            watcher.notify(execution_arn)
+
+
+def _around_start(original: Callable[..., Any]) -> Callable[..., Any]:
+    def start(execution: Any) -> None:
+        _changing(str(execution.exec_arn), lambda: original(execution))
+
+    start.__pipeops_seam__ = True  # type: ignore[attr-defined]
+    return start
+
+
+def _around_terminated(original: Callable[..., Any]) -> Callable[..., Any]:
+    def terminated(comm: Any) -> None:
+        _changing(str(comm.execution.exec_arn), lambda: original(comm))
+
+    terminated.__pipeops_seam__ = True  # type: ignore[attr-defined]
+    return terminated
+
+
+def install_hooks(watcher: ExecutionStatusWatcher) -> None:
+    """Tell `watcher` of every execution moto's interpreter starts or ends (until `uninstall_hooks`)."""
+    global _WATCHERS
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
+
+    with _HOOKS_LOCK:
+        if not _HOOK_ORIGINALS:
+            _HOOK_ORIGINALS["start"] = Execution.__dict__["start"]
+            _HOOK_ORIGINALS["terminated"] = BaseExecutionWorkerCommunication.__dict__["terminated"]
+            Execution.start = _around_start(_HOOK_ORIGINALS["start"])  # type: ignore[method-assign]
+            BaseExecutionWorkerCommunication.terminated = _around_terminated(  # type: ignore[method-assign]
+                _HOOK_ORIGINALS["terminated"]
+            )
+        if watcher not in _WATCHERS:
+            _WATCHERS = (*_WATCHERS, watcher)
+
+
+def uninstall_hooks(watcher: ExecutionStatusWatcher) -> None:
+    global _WATCHERS
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
+
+    with _HOOKS_LOCK:
+        _WATCHERS = tuple(w for w in _WATCHERS if w is not watcher)
+        if not _WATCHERS and _HOOK_ORIGINALS:
+            Execution.start = _HOOK_ORIGINALS.pop("start")  # type: ignore[method-assign]
+            BaseExecutionWorkerCommunication.terminated = _HOOK_ORIGINALS.pop(  # type: ignore[method-assign]
+                "terminated"
+            )
 
 
 def _notify_listeners(event: dict[str, Any]) -> None:
@@ -137,10 +215,11 @@ def status_change_event(
 
 
 class ExecutionStatusWatcher:
-    """Polls Step Functions and emits status-change events. Start/stop from one owner thread.
+    """Emits status-change events as moto's hooks report them. Start/stop from one owner thread.
 
     `client_factory()` returns a boto3 "stepfunctions" client (honouring the sandbox endpoint);
-    `emit(event)` delivers one event. `interval` is real seconds between rounds.
+    `emit(event)` delivers one event. `interval` is real seconds between the safety-net full rounds.
+    `hooks=False`: no hooks, a full round every `interval` (polling, as before the hooks).
     """
 
     def __init__(
@@ -148,8 +227,9 @@ class ExecutionStatusWatcher:
         client_factory: Callable[[], Any],
         emit: Callable[[dict[str, Any]], Any],
         *,
-        interval: float = 0.2,
+        interval: float = 2.0,
         name: str = "sandbox-sfn-status",
+        hooks: bool = True,
     ) -> None:
         self._client_factory = client_factory
         self._emit = emit
@@ -158,7 +238,13 @@ class ExecutionStatusWatcher:
         self._known: dict[str, str] = {}  # execution ARN -> last status seen
         self._machine: dict[str, str] = {}  # execution ARN -> state machine ARN
         self._emitted: dict[str, set[str]] = {}  # the seen-set: statuses emitted per execution
+        self._hooks = hooks
+        self._dirty: set[str] = set()  # executions a hook reported since the last look
+        self._in_flight: collections.Counter[str] = collections.Counter()  # changes being made now
+        self._dirty_lock = threading.Lock()
         self._round_cond = threading.Condition()
+        self._full_requested = False
+        self.full_rounds = 0  # full rounds done (a count for tests: hooks make them rare)
         self._rounds_started = 0
         self._rounds_completed = 0
         self._events_emitted = 0
@@ -173,10 +259,14 @@ class ExecutionStatusWatcher:
         if self._thread is not None:
             return
         self._stop.clear()
+        if self._hooks:
+            install_hooks(self)
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:
+        if self._hooks:
+            uninstall_hooks(self)
         self._stop.set()
         self._wake.set()
         thread, self._thread = self._thread, None
@@ -199,10 +289,26 @@ class ExecutionStatusWatcher:
 
     # ---------------------------------------------------------------- rounds (for idle detection)
 
+    def _changing(self, execution_arn: str) -> None:
+        with self._dirty_lock:
+            self._in_flight[execution_arn] += 1
+
+    def notify(self, execution_arn: str) -> None:
+        """An execution started or ended (called by moto's hooks, on moto's threads): look at it."""
+        with self._dirty_lock:
+            self._dirty.add(execution_arn)
+            if self._in_flight[execution_arn] > 1:
+                self._in_flight[execution_arn] -= 1
+            else:
+                self._in_flight.pop(execution_arn, None)
+        self._wake.set()
+
     def request_round(self) -> int:
-        """Wake the watcher; returns the round number whose completion proves a fresh look."""
+        """Ask for a fresh look; returns the round number whose completion proves one."""
         with self._round_cond:
             target = self._rounds_started + 1
+            if not self._hooks:
+                self._full_requested = True
         self._wake.set()
         return target
 
@@ -215,7 +321,6 @@ class ExecutionStatusWatcher:
                 if left <= 0 or self._stop.is_set():
                     return False
                 self._round_cond.wait(min(left, 0.1))
-                self._wake.set()  # a round may have started before the request: ask again
             return True
 
     # ---------------------------------------------------------------- polling
@@ -259,6 +364,9 @@ class ExecutionStatusWatcher:
         return emitted
 
     def _advance(self, arn: str) -> int:
+        if self._known.get(arn) in TERMINAL_STATUSES:  # final: nothing more to emit
+            return 0
+        self._machine.setdefault(arn, state_machine_arn_of(arn))
         sfn = self._client_factory()
         try:
             desc = sfn.describe_execution(executionArn=arn)
@@ -297,21 +405,38 @@ class ExecutionStatusWatcher:
         return [e for page in self._execution_pages(sm_arn, status_filter) for e in page]
 
     def _run(self) -> None:
+        next_full = 0.0
         while not self._stop.is_set():
             with self._round_cond:
+                full = self._full_requested or not self._hooks or time.monotonic() >= next_full
+                self._full_requested = False
                 self._rounds_started += 1
+                round_number = self._rounds_started
+            with self._dirty_lock:  # (a full round sees every execution these name anyway)
+                dirty, self._dirty = self._dirty, set()
+                settled = not self._in_flight
             try:
-                self.poll_once()
+                if full:
+                    self.poll_once()
+                    self.full_rounds += 1
+                else:
+                    for arn in sorted(dirty):
+                        self._advance(arn)
             except Exception:
                 if self._stop.is_set():
                     break
+                with self._dirty_lock:  # look again next round (a second look emits nothing twice)
+                    self._dirty |= dirty
                 now = time.monotonic()
                 if now - self._last_error_logged > 10:
                     self._last_error_logged = now
-                    LOG.warning("execution status poll failed", exc_info=True)
+                    LOG.warning("execution status watch failed", exc_info=True)
             else:
-                with self._round_cond:
-                    self._rounds_completed = self._rounds_started
-                    self._round_cond.notify_all()
-            self._wake.wait(self.interval)
+                if full or settled:  # else a change in flight: its report wakes the next round
+                    with self._round_cond:
+                        self._rounds_completed = max(self._rounds_completed, round_number)
+                        self._round_cond.notify_all()
+            if full:
+                next_full = time.monotonic() + self.interval
+            self._wake.wait(max(0.0, next_full - time.monotonic()))
             self._wake.clear()

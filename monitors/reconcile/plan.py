@@ -21,8 +21,8 @@ The rules, in the order their actions are applied:
 - stuck_run: an active run whose execution has ended, or an IN_PROGRESS run with no execution
   past the grace, and no holder -> marked FAILED from the execution's real outcome, or announced
   again when it never started. (Batch mode retries FAILED runs itself.)
-- unannounced_run: a QUEUED run whose announce deadline (the latest message's delivery time,
-  moved on by every capacity wait) passed more than the grace ago: no message for it can be on
+- unannounced_run: a QUEUED run whose announce deadline (the latest message's delivery time plus
+  a lease of capacity waits, renewed by the waits) passed more than the grace ago: no message for it can be on
   its way (ingest died before sending, or the message was lost) -> announced again, at most
   `max_announcements` times, then FAILED with the reason. A realtime run none of whose files'
   claims names it is a candidate that lost the claim race -> deleted.

@@ -6,9 +6,9 @@ the same checks, so redacted output still parses as well-formed data downstream.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 
 def luhn_valid(digits: str) -> bool:
@@ -70,6 +70,34 @@ CARD_BRANDS: tuple[CardBrand, ...] = (
     CardBrand("mir", 2200, 2204, _lengths(16, 19)),
     CardBrand("maestro", 6759, 6759, _lengths(13, 19)),
     CardBrand("maestro", 6761, 6763, _lengths(13, 19)),
+    CardBrand("maestro", 5018, 5018, _lengths(13, 19)),
+    CardBrand("maestro", 5020, 5020, _lengths(13, 19)),
+    CardBrand("maestro", 5038, 5038, _lengths(13, 19)),
+    CardBrand("maestro", 5893, 5893, _lengths(13, 19)),
+    CardBrand("maestro", 6304, 6304, _lengths(13, 19)),
+    CardBrand("dankort", 5019, 5019, frozenset({16})),
+    CardBrand("uatp", 1, 1, frozenset({15})),
+    CardBrand("elo", 504175, 504175, frozenset({16})),
+    CardBrand("elo", 506699, 506778, frozenset({16})),
+    CardBrand("elo", 509000, 509999, frozenset({16})),
+    CardBrand("elo", 627780, 627780, frozenset({16})),
+    CardBrand("elo", 636297, 636297, frozenset({16})),
+    CardBrand("elo", 636368, 636368, frozenset({16})),
+    CardBrand("elo", 650031, 650051, frozenset({16})),
+    CardBrand("elo", 650405, 650439, frozenset({16})),
+    CardBrand("elo", 650485, 650538, frozenset({16})),
+    CardBrand("elo", 650541, 650598, frozenset({16})),
+    CardBrand("elo", 650700, 650727, frozenset({16})),
+    CardBrand("elo", 650901, 650978, frozenset({16})),
+    CardBrand("elo", 651652, 651679, frozenset({16})),
+    CardBrand("elo", 655000, 655058, frozenset({16})),
+    CardBrand("hipercard", 606282, 606282, frozenset({16, 19})),
+    CardBrand("hipercard", 384100, 384100, frozenset({16, 19})),
+    CardBrand("hipercard", 384140, 384140, frozenset({16, 19})),
+    CardBrand("hipercard", 384160, 384160, frozenset({16, 19})),
+    CardBrand("verve", 506099, 506198, frozenset({16, 18, 19})),
+    CardBrand("verve", 650002, 650027, frozenset({16, 18, 19})),
+    CardBrand("troy", 9792, 9792, frozenset({16})),
 )
 
 
@@ -85,17 +113,39 @@ def is_valid_card(digits: str) -> bool:
     return 13 <= len(digits) <= 19 and card_brand(digits) is not None and luhn_valid(digits)
 
 
-# IBAN lengths per country (ISO 13616 registry): every SEPA country plus a few common others.
-IBAN_LENGTHS: Mapping[str, int] = MappingProxyType(
-    {
-        "AD": 24, "AE": 23, "AL": 28, "AT": 20, "BE": 16, "BG": 22, "BR": 29, "CH": 21, "CY": 28,
-        "CZ": 24, "DE": 22, "DK": 18, "EE": 20, "ES": 24, "FI": 18, "FR": 27, "GB": 22, "GI": 23,
-        "GR": 27, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IS": 26, "IT": 27, "LI": 21, "LT": 20,
-        "LU": 20, "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MT": 31, "NL": 18, "NO": 15, "PL": 28,
-        "PT": 25, "RO": 24, "RS": 22, "SA": 24, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "TR": 26,
-        "VA": 22,
-    }
-)  # fmt: skip
+class _IbanLengths(Mapping[str, int]):
+    """IBAN length per country, from python-stdnum's copy of the SWIFT IBAN registry.
+
+    Read on first use, so that importing this module (the detect Lambda's cold start) does not
+    load the registry: the detector only needs it once a candidate looks like an IBAN.
+    """
+
+    _table: dict[str, int] | None = None
+
+    def _lengths(self) -> dict[str, int]:
+        if self._table is None:
+            from stdnum import numdb  # deferred: see the class docstring
+
+            table: dict[str, int] = {}
+            for _, low, _high, props, _children in numdb.get("iban").prefixes:
+                sizes = re.findall(r"(\d+)!?[nac]", props.get("bban", ""))
+                if sizes and len(low) == 2:
+                    table[low] = 4 + sum(int(size) for size in sizes)
+            type(self)._table = table
+        return self._table  # type: ignore[return-value]
+
+    def __getitem__(self, country: str) -> int:
+        return self._lengths()[country]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lengths())
+
+    def __len__(self) -> int:
+        return len(self._lengths())
+
+
+# Every country of the registry (python-stdnum keeps it up to date), not a hand-kept table.
+IBAN_LENGTHS: Mapping[str, int] = _IbanLengths()
 
 
 def _iban_remainder(country: str, check: str, bban: str) -> int:
@@ -109,14 +159,24 @@ def iban_check_digits(country: str, bban: str) -> str:
 
 
 def is_valid_iban(compact: str) -> bool:
-    """Uppercase, no spaces, a known country with its exact length, and mod-97 == 1."""
+    """Uppercase, no spaces, a registered country with its length and BBAN structure, mod-97 == 1."""
     if not compact.isascii() or not compact.isalnum() or compact != compact.upper():
         return False
     country, check, bban = compact[:2], compact[2:4], compact[4:]
     if IBAN_LENGTHS.get(country) != len(compact) or not country.isalpha() or not check.isdigit():
         return False
     # Check digits 00, 01 and 99 are never issued even when they happen to satisfy mod-97.
-    return 2 <= int(check) <= 98 and _iban_remainder(country, check, bban) == 1
+    if not 2 <= int(check) <= 98 or _iban_remainder(country, check, bban) != 1:
+        return False
+    from stdnum import iban  # deferred like the registry
+
+    # The registry's BBAN structure (digits where digits belong); national check digits are not
+    # required (check_country=False): a fake keeps the structure but not a bank's internal check.
+    try:
+        iban.validate(compact, check_country=False)
+    except ValueError:  # stdnum's ValidationError subclasses ValueError
+        return False
+    return True
 
 
 def is_valid_ssn(digits: str) -> bool:

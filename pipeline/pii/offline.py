@@ -1,10 +1,12 @@
-"""A dependency-free detector: precise regular expressions plus checksum validation.
+"""An offline detector: precise regular expressions, then the checks the issuers apply.
 
 Each rule finds candidates with a regex whose look-arounds keep it from starting or ending
-inside a longer token, then a validator rejects look-alikes (bad Luhn, wrong IBAN checksum,
-never-issued SSNs, out-of-range octets). Precision matters as much as recall: a false positive
-silently destroys data (an order number redacted as a card), so candidates must pass the checks
-their issuers apply.
+inside a longer token, then a validator rejects look-alikes (bad Luhn, wrong IBAN checksum or
+structure, never-issued SSNs, out-of-range octets, phone numbers libphonenumber does not know).
+Precision matters as much as recall: a false positive silently destroys data (an order number
+redacted as a card), so formats that are ambiguous alone (nine or ten bare digits, a lower-case
+IBAN run together) count only when a label says what they are (see `pipeline.pii.context`).
+Phone numbers are read with libphonenumber, imported on the first detection (not on import).
 """
 
 from __future__ import annotations
@@ -13,102 +15,156 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from pipeline.pii.checksums import IBAN_LENGTHS, is_valid_card, is_valid_iban, is_valid_ssn
-from pipeline.pii.types import EntityType, PiiEntity, resolve_overlaps
+from pipeline.pii.checksums import IBAN_LENGTHS, card_brand, is_valid_card, is_valid_iban, is_valid_ssn
+from pipeline.pii.context import ContextIndex, Topic
+from pipeline.pii.types import DEFAULT_PHONE_REGIONS, EntityType, PiiEntity, resolve_overlaps
 
 Span = tuple[int, int]
-Extractor = Callable[[re.Match[str], str], Span | None]
+
+
+class _Scan:
+    """One detection pass over one text: the text, the regions, and its context index (built lazily)."""
+
+    def __init__(self, text: str, phone_regions: tuple[str, ...]) -> None:
+        self.text = text
+        self.phone_regions = phone_regions
+
+    @cached_property
+    def context(self) -> ContextIndex:
+        return ContextIndex(self.text)
+
+    def labelled(self, start: int, topic: Topic) -> bool:
+        return self.context.labelled(start, topic)
+
+
+Extractor = Callable[[re.Match[str], _Scan], Span | None]
 
 _CARD_SEPARATORS = re.compile(r"[ -]")
 
 
+_NON_DIGITS = re.compile(r"[^0-9]+")
+
+
 def _digits(value: str) -> str:
-    return "".join(char for char in value if "0" <= char <= "9")
+    return _NON_DIGITS.sub("", value)
 
 
 # --- email -------------------------------------------------------------------------------------
 
 _EMAIL = re.compile(
     r"""
-    (?<![\w.%+-])
+    (?<![\w.%+'\u2019-])
     (?P<pii>
-        [A-Za-z0-9._%+-]{1,64}
+        [\w.%+'\u2019-]{1,64}                            # \w: non-ASCII letters too (RFC 6531)
         @
-        (?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+
-        [A-Za-z]{2,63}
+        (?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+
+        (?:[^\W\d_]{2,63}|xn--[A-Za-z0-9-]{1,59})   # a letter TLD, or a punycode one
     )
-    (?![\w-]|\.[A-Za-z0-9])
+    (?![\w-]|\.[^\W_])
     """,
     re.VERBOSE,
 )
+_QUOTES = "'\u2019"
 
 
-def _email(match: re.Match[str], text: str) -> Span | None:
+def _email(match: re.Match[str], scan: _Scan) -> Span | None:
+    start, end = match.span("pii")
     local = match["pii"].split("@", 1)[0]
-    if local.startswith(".") or local.endswith(".") or ".." in local:
+    stripped = local.lstrip(_QUOTES)  # an opening quote ('dana@...') is not part of the address
+    start += len(local) - len(stripped)
+    if not stripped or stripped.startswith(".") or stripped.endswith(".") or ".." in stripped:
         return None
-    return match.span("pii")
+    return start, end
 
 
 # --- phone -------------------------------------------------------------------------------------
 
-_PHONE_INTERNATIONAL = re.compile(
+# Digit groups with single separators, optional "+", "(area)" and "+44 (0)20" groups. Groups are
+# possessive so a failed candidate is never re-split into a different grouping.
+_PHONE = re.compile(
     r"""
-    (?<![\w+])
+    (?<![\w+./-])
     (?P<pii>
-        \+[1-9][0-9]{0,14}                          # country code, or the whole E.164 number
-        (?:[ .-]?\([0-9]{1,4}\)[ .-]?[0-9]{1,14})?  # an optional "(area)" group
-        (?:[ .-][0-9]{1,14}){0,6}                   # further groups, each after one separator
-    )
-    (?![\w+]|[.-][0-9])
-    """,
-    re.VERBOSE,
-)
-
-# North American numbers without a country code. Area code and exchange start with 2-9 (NANP),
-# which also rules out most order numbers and counters.
-_PHONE_NATIONAL = re.compile(
-    r"""
-    (?<![\w.+(-])
-    (?P<pii>
-        (?:1[ .-])?
+        (?:\+[ ]?)?
+        (?:\([0-9]{1,5}\)|[0-9]{1,15}+)
         (?:
-            \([2-9][0-9]{2}\)[ ]?[2-9][0-9]{2}[.-][0-9]{4}
-          | [2-9][0-9]{2}(?P<sep>[.-])[2-9][0-9]{2}(?P=sep)[0-9]{4}
-        )
+            [ ]?\(0\)
+          | [ .-]?\([0-9]{1,5}\)
+          | [ ./-][0-9]{1,15}+                      # "/": German "030/12345678"
+          | (?<=\))[ .-]?[0-9]{1,15}+
+        ){0,7}
     )
-    (?![\w@]|[.-][0-9])
+    (?![\w+]|[./-][0-9])
     """,
     re.VERBOSE,
 )
+_GROUPS = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+\.[0-9]+$")  # "0.1380000000": a price, not a number to dial
+_RANGE = re.compile(r"[0-9]+-[0-9]+$")
+# "(area)" follows a country code or a "1" trunk prefix, never a longer group: "056103 (2005)".
+_PARENS_LATE = re.compile(r"[0-9]{3}[ .-]?\((?!0\))")
+_PHONE_CUT = re.compile(r"[ ./(-][^ ./(-]*$")
 
 
-def _international_phone(match: re.Match[str], text: str) -> Span | None:
-    """E.164 allows at most 15 digits; fewer than 8 is a short code or a stray "+N"."""
+def _phone_reading(value: str, scan: _Scan, start: int) -> bool:
+    from pipeline.pii.phones import plausible, read_phone  # libphonenumber on first use only
+
+    regions = scan.phone_regions
+    if not plausible(value, regions) or _DECIMAL.match(value) or _PARENS_LATE.search(value):
+        return False
+    if _RANGE.match(value) and not scan.labelled(start, Topic.PHONE):
+        return False  # "12345-67890" is a range or a reference more often than a phone
+    if len(_GROUPS.findall(value)) == 1 and not value.startswith("+"):
+        # Ten bare digits are an order number as often as a phone: only where labelled.
+        return scan.labelled(start, Topic.PHONE) and read_phone(value, regions, lenient=True) is not None
+    if read_phone(value, regions) is not None:
+        return True
+    # Outside the ranges libphonenumber knows as assigned, but of a possible length: a phone where
+    # an "(0x)" trunk-and-area group (written only for phones) or a label says so.
+    shaped = value.startswith("(0")
+    return (shaped or scan.labelled(start, Topic.PHONE)) and read_phone(value, regions, lenient=True) is not None
+
+
+def _phone(match: re.Match[str], scan: _Scan) -> Span | None:
+    """The longest prefix of the candidate (whole digit groups) that reads as a phone number."""
     start, value = match.start("pii"), match["pii"]
-    # Too many digits: the greedy groups ran on into a following number ("... 0958 2024").
-    while len(_digits(value)) > 15 and (cut := max(value.rfind(" "), value.rfind("-"), value.rfind("."))) > 0:
-        value = value[:cut]
-    return (start, start + len(value)) if 8 <= len(_digits(value)) <= 15 else None
-
-
-def _whole(match: re.Match[str], text: str) -> Span | None:
-    return match.span("pii")
+    while len(_digits(value)) >= 8:
+        if _phone_reading(value, scan, start):
+            return start, start + len(value)
+        # Too long or not a number: the greedy groups may have run on into a following number.
+        cut = _PHONE_CUT.search(value)
+        if cut is None:
+            return None
+        value = value[: cut.start()].rstrip(" ./-(")
+    return None
 
 
 # --- SSN ---------------------------------------------------------------------------------------
 
-_SSN = re.compile(r"(?<![\w.-])(?P<pii>[0-9]{3}-[0-9]{2}-[0-9]{4})(?![\w-]|\.[0-9])")
+# 078-05-1120, 078 05 1120, 078.05.1120: the same separator twice.
+_SSN = re.compile(r"(?<![\w.-])(?P<pii>[0-9]{3}(?P<sep>[-. ])[0-9]{2}(?P=sep)[0-9]{4})(?![\w-]|\.[0-9])")
+# Nine bare digits are an SSN only when labelled ("my ssn is 123456789", {"ssn": "123456789"}).
+_SPACED_AFTER = re.compile(r"[ .][0-9]")
+_SPACED_BEFORE = re.compile(r"[0-9][ .]$")
+_SSN_BARE = re.compile(r"(?<![\w.+-])(?P<pii>[0-9]{9})(?![\w-]|\.[0-9])")
 
-# Nine bare digits are an SSN only right after an SSN label ("SSN: 123456789").
-_SSN_LABELLED = re.compile(
-    r"\b(?i:ssn|social[ ]security(?:[ ](?:number|no\.?))?)\W{0,3}(?P<pii>[0-9]{9})(?![\w-])"
-)
+
+def _ssn(match: re.Match[str], scan: _Scan) -> Span | None:
+    start, end = match.span("pii")
+    if match["sep"] in (" ", ".") and (
+        _SPACED_AFTER.match(scan.text, end) or _SPACED_BEFORE.match(scan.text, max(0, start - 2), start)
+    ):
+        return None  # part of a longer run of spaced or dotted digit groups
+    return (start, end) if is_valid_ssn(_digits(match["pii"])) else None
 
 
-def _ssn(match: re.Match[str], text: str) -> Span | None:
-    return match.span("pii") if is_valid_ssn(_digits(match["pii"])) else None
+def _labelled_ssn(match: re.Match[str], scan: _Scan) -> Span | None:
+    start, end = match.span("pii")
+    if not is_valid_ssn(match["pii"]) or not scan.labelled(start, Topic.SSN):
+        return None
+    return start, end
 
 
 # --- credit / debit card -----------------------------------------------------------------------
@@ -117,7 +173,7 @@ _CARD = re.compile(r"(?<![\w+.-])(?P<pii>[0-9](?:[ -]?[0-9]){12,18})(?!\w|-[0-9]
 
 
 def _card_grouping_ok(value: str) -> bool:
-    """Unseparated, or printed groups: 4-4-4-...(last 1-4), or Amex/Diners 4-6-4/4-6-5."""
+    """Unseparated, or printed groups: 4-4-4-...(last 1-4), Amex/Diners 4-6-4/4-6-5, UATP 4-5-6."""
     separators = set(_CARD_SEPARATORS.findall(value))
     if not separators:
         return True
@@ -126,12 +182,25 @@ def _card_grouping_ok(value: str) -> bool:
     sizes = [len(group) for group in value.split(separators.pop())]
     if sizes[:2] == [4, 6] and len(sizes) == 3 and sizes[2] in (4, 5):
         return True
+    if sizes == [4, 5, 6]:
+        return True
     return all(size == 4 for size in sizes[:-1]) and 1 <= sizes[-1] <= 4
 
 
-def _card(match: re.Match[str], text: str) -> Span | None:
+def _card_ok(value: str, scan: _Scan, start: int) -> bool:
+    digits = _digits(value)
+    if not (_card_grouping_ok(value) and is_valid_card(digits)):
+        return False
+    brand = card_brand(digits)
+    if brand is not None and brand.name == "uatp" and not _CARD_SEPARATORS.search(value):
+        # Fifteen digits starting with 1: as often an order number; UATP printed 4-5-6 or labelled.
+        return scan.labelled(start, Topic.CARD)
+    return True
+
+
+def _card(match: re.Match[str], scan: _Scan) -> Span | None:
     start, value = match.start("pii"), match["pii"]
-    while not (_card_grouping_ok(value) and is_valid_card(_digits(value))):
+    while not _card_ok(value, scan, start):
         # The greedy candidate may have run on into a following number ("... 1111 12 units").
         cut = max(value.rfind(" "), value.rfind("-"))
         if cut <= 0 or len(_digits(value[:cut])) < 13:
@@ -143,6 +212,10 @@ def _card(match: re.Match[str], text: str) -> Span | None:
 # --- IP addresses ------------------------------------------------------------------------------
 
 _IPV4 = re.compile(r"(?<![\w.])(?P<pii>(?:[0-9]{1,3}\.){3}[0-9]{1,3})(?![\w]|\.[0-9])")
+# "app version 4.2.1.0", "build 10.0.19041.1": four dotted numbers after a version word.
+_VERSION_LABEL = re.compile(
+    r"(?i)(?:\bv|\bversion|\bver\.?|\bbuild|\brelease|\brev(?:ision)?|\bfirmware|\bfw)\s*[:=#]?\s*v?$"
+)
 
 _IPV6 = re.compile(
     r"""
@@ -158,22 +231,28 @@ _IPV6 = re.compile(
 )
 
 
-def _ipv4(match: re.Match[str], text: str) -> Span | None:
+def _ipv4(match: re.Match[str], scan: _Scan) -> Span | None:
     try:
         ipaddress.IPv4Address(match["pii"])  # rejects octets > 255 and leading zeros
     except ValueError:
         return None
+    start = match.start("pii")
+    if _VERSION_LABEL.search(scan.text[max(0, start - 24) : start]):
+        return None
     return match.span("pii")
 
 
-def _ipv6(match: re.Match[str], text: str) -> Span | None:
+_IPV6_GROUP_SPLIT = re.compile(r"[:.]")
+
+
+def _ipv6(match: re.Match[str], scan: _Scan) -> Span | None:
     value = match["pii"]
     try:
         ipaddress.IPv6Address(value)
     except ValueError:
         return None
     # "::" and "::1" are not anybody's address; two real groups rules them (and "a::") out.
-    groups = [group for group in re.split(r"[:.]", value) if group]
+    groups = [group for group in _IPV6_GROUP_SPLIT.split(value) if group]
     return match.span("pii") if len(groups) >= 2 else None
 
 
@@ -181,17 +260,17 @@ def _ipv6(match: re.Match[str], text: str) -> Span | None:
 
 # Zero-width, so that a candidate which runs on into the next token cannot swallow a following
 # IBAN; the extractor then trims the candidate to the country's registered length.
-_IBAN = re.compile(r"(?<!\w)(?=(?P<pii>[A-Z]{2}[0-9]{2}(?:[ ]?[A-Z0-9]){11,30}))")
+_IBAN = re.compile(r"(?<![\w-])(?=(?P<pii>[A-Za-z]{2}[0-9]{2}(?:[ -]?[A-Za-z0-9]){11,30}))")
 
 
-def _iban(match: re.Match[str], text: str) -> Span | None:
-    start, candidate = match.start("pii"), match["pii"]
-    length = IBAN_LENGTHS.get(candidate[:2])
+def _iban(match: re.Match[str], scan: _Scan) -> Span | None:
+    text, start, candidate = scan.text, match.start("pii"), match["pii"]
+    length = IBAN_LENGTHS.get(candidate[:2].upper())
     if length is None:
         return None
     end, seen = start, 0
     for offset, char in enumerate(candidate):
-        seen += char != " "
+        seen += char.isalnum()
         if seen == length:
             end = start + offset + 1
             break
@@ -199,11 +278,18 @@ def _iban(match: re.Match[str], text: str) -> Span | None:
         return None
     if end < len(text) and (text[end].isalnum() or text[end] == "_"):
         return None  # the registered length ends inside a longer token
-    iban = text[start:end].replace(" ", "")
-    printed = " ".join(iban[i : i + 4] for i in range(0, length, 4))
-    if text[start:end] not in (iban, printed):
-        return None  # irregular spacing: not how IBANs are written
-    return (start, end) if is_valid_iban(iban) else None
+    written = text[start:end]
+    compact = "".join(char for char in written if char.isalnum())
+    separators = set(written) - set(compact)
+    if len(separators) > 1:
+        return None
+    if separators:
+        separator = separators.pop()
+        if written != separator.join(compact[i : i + 4] for i in range(0, length, 4)):
+            return None  # irregular grouping: not how IBANs are written
+    elif compact != compact.upper() and not scan.labelled(start, Topic.IBAN):
+        return None  # lower case run together: only where a label says it is an IBAN
+    return (start, end) if is_valid_iban(compact.upper()) else None
 
 
 # --- the detector ------------------------------------------------------------------------------
@@ -218,10 +304,9 @@ class _Rule:
 
 _RULES: tuple[_Rule, ...] = (
     _Rule(EntityType.EMAIL, _EMAIL, _email),
-    _Rule(EntityType.PHONE, _PHONE_INTERNATIONAL, _international_phone),
-    _Rule(EntityType.PHONE, _PHONE_NATIONAL, _whole),
+    _Rule(EntityType.PHONE, _PHONE, _phone),
     _Rule(EntityType.SSN, _SSN, _ssn),
-    _Rule(EntityType.SSN, _SSN_LABELLED, _ssn),
+    _Rule(EntityType.SSN, _SSN_BARE, _labelled_ssn),
     _Rule(EntityType.CREDIT_DEBIT_NUMBER, _CARD, _card),
     _Rule(EntityType.IP_ADDRESS, _IPV4, _ipv4),
     _Rule(EntityType.IP_ADDRESS, _IPV6, _ipv6),
@@ -231,18 +316,23 @@ _RULES: tuple[_Rule, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class OfflineDetector:
-    """Regex-and-checksum PII detection with no network calls; scores are always 1.0."""
+    """Regex, checksum and libphonenumber PII detection with no network calls; scores are 1.0.
+
+    `phone_regions`: the countries whose national formats (no "+" or "00") are read, in order.
+    """
 
     types: frozenset[str] = field(default_factory=lambda: frozenset(EntityType))
+    phone_regions: tuple[str, ...] = DEFAULT_PHONE_REGIONS
 
     def detect(self, text: str) -> list[PiiEntity]:
         return resolve_overlaps(self._candidates(text))
 
     def _candidates(self, text: str) -> Iterable[PiiEntity]:
+        scan = _Scan(text, self.phone_regions)
         for rule in _RULES:
             if rule.type not in self.types:
                 continue
             for match in rule.pattern.finditer(text):
-                span = rule.extract(match, text)
+                span = rule.extract(match, scan)
                 if span is not None:
                     yield PiiEntity(rule.type, span[0], span[1])

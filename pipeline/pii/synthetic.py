@@ -4,7 +4,9 @@ Every fake is derived from HMAC-SHA256(secret, type, original, attempt), so a re
 the same secret and the same values rebuilds the same mapping, while without the secret a fake
 reveals nothing about its original. Fakes keep the shape of what they replace (digits stay
 digits, letters keep their case, separators stay put) and are chosen so they cannot be real:
-SSN areas 9xx are never issued, IPs come from the documentation ranges, emails use reserved
+SSNs use area 000 or 666 (never issued, and unlike 9xx never an ITIN either), phones come from
+the ranges regulators reserve for fiction (or, for countries without such ranges, ranges
+libphonenumber knows as unassigned), IPs from the documentation ranges, emails from reserved
 domains; cards and IBANs still pass their checksums so downstream parsers accept them.
 """
 
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from pipeline.pii.checksums import card_brand, iban_check_digits, luhn_check_digit
 from pipeline.pii.exceptions import InvalidSecretError, SyntheticGenerationError
-from pipeline.pii.types import EntityType
+from pipeline.pii.types import DEFAULT_PHONE_REGIONS, EntityType
 
 MIN_SECRET_BYTES = 16
 MAX_ATTEMPTS = 1000
@@ -30,14 +32,9 @@ FAKE_IPV4_NETWORKS = tuple(
 )  # RFC 5737
 FAKE_IPV6_NETWORK = ipaddress.IPv6Network("2001:db8::/32")  # RFC 3849
 
-# ITU country calling codes that are one or two digits long; every other code has three.
-_SHORT_COUNTRY_CODES: frozenset[str] = frozenset(
-    {
-        "1", "7", "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44", "45",
-        "46", "47", "48", "49", "51", "52", "53", "54", "55", "56", "57", "58", "60", "61", "62", "63",
-        "64", "65", "66", "81", "82", "84", "86", "90", "91", "92", "93", "94", "95", "98",
-    }
-)
+# SSN areas the SSA never issues and the IRS never uses for ITINs (those are 9xx): a fake with
+# one of them cannot be anybody's number, yet keeps the 3-2-4 shape.
+FAKE_SSN_AREAS = ("000", "666")
 
 
 class _Draws:
@@ -102,10 +99,9 @@ def _digits_of(value: str) -> str:
 def _fake_ssn(value: str, draws: _Draws) -> str:
     if len(_digits_of(value)) != 9:
         return _scramble(value, draws)
-    area = "9" + draws.digits(2)  # areas 900-999 are never issued
     group = f"{1 + draws.below(99):02d}"
     serial = f"{1 + draws.below(9999):04d}"
-    return _refill(value, area + group + serial)
+    return _refill(value, draws.choice(FAKE_SSN_AREAS) + group + serial)
 
 
 def _fake_card(value: str, draws: _Draws) -> str:
@@ -136,31 +132,70 @@ def _fake_email(value: str, draws: _Draws) -> str:
     return f"{_scramble(local, draws)}@{draws.choice(FAKE_EMAIL_DOMAINS)}"
 
 
-def _fake_ip(value: str, draws: _Draws) -> str:
-    if ":" in value:
-        offset = draws.below(FAKE_IPV6_NETWORK.num_addresses)
-        return str(FAKE_IPV6_NETWORK.network_address + offset)
+def _fake_ipv6(value: str, draws: _Draws) -> str:
+    """An address in 2001:db8::/32 written the way the original is: compressed ("::") with the
+    same number of written groups, or in full; IPv4-mapped keeps its ::ffff: prefix."""
+    if "." in value:
+        prefix = value[: value.rfind(":") + 1]
+        return prefix + _fake_ipv4(draws) if prefix.lower() == "::ffff:" else _fake_ipv6("2001:db8::1", draws)
+    upper = any(char in "ABCDEF" for char in value)
+    head, double, tail = value.partition("::")
+    written = len([g for g in head.split(":") if g]) + len([g for g in tail.split(":") if g])
+
+    def random_group() -> str:
+        return f"{1 + draws.below(0xFFFF):x}"
+
+    if double:
+        heads = max(2, len([g for g in head.split(":") if g]))
+        tails = max(1, written - heads)
+        groups_head = ["2001", "db8", *(random_group() for _ in range(heads - 2))]
+        fake = ":".join(groups_head) + "::" + ":".join(random_group() for _ in range(tails))
+    else:
+        groups = ["2001", "db8", *(random_group() for _ in range(6))]
+        full = all(len(group) == 4 for group in value.split(":"))
+        fake = ":".join(group.zfill(4) if full else group for group in groups)
+    return fake.upper() if upper else fake
+
+
+def _fake_ipv4(draws: _Draws) -> str:
     network = FAKE_IPV4_NETWORKS[draws.below(len(FAKE_IPV4_NETWORKS))]
     return str(network.network_address + 1 + draws.below(254))  # .1 to .254: no network/broadcast
 
 
-def _country_code_length(digits: str) -> int:
-    return next((size for size in (1, 2) if digits[:size] in _SHORT_COUNTRY_CODES), 3)
+def _fake_ip(value: str, draws: _Draws) -> str:
+    return _fake_ipv6(value, draws) if ":" in value else _fake_ipv4(draws)
+
+
+def _fake_unplaced_phone(value: str, digits: str, draws: _Draws) -> str:
+    """A value libphonenumber cannot place: same country code if it has one, and national digits
+    that no country code or default region accepts (or North American fiction if it fits)."""
+    from pipeline.pii import phones
+
+    code = phones.country_code_of(value)
+    if code is None and len(digits) == 10:
+        return _refill(value, str(phones.fictional_national_number(phones.nanp_reading(digits), draws.below)))
+    kept = str(code) if code is not None else ""
+    for _ in range(64):
+        fake = _refill(value, kept + draws.digit(1) + draws.digits(max(len(digits) - len(kept) - 1, 0)))
+        if phones.read_phone(fake, DEFAULT_PHONE_REGIONS, lenient=True) is None:
+            return fake
+    raise SyntheticGenerationError("no unassigned fake PHONE value of this length")
 
 
 def _fake_phone(value: str, draws: _Draws) -> str:
+    """The original's country and printed format, a number from a range that cannot be anyone's."""
+    from pipeline.pii import phones  # libphonenumber only when a phone is faked
+
     digits = _digits_of(value)
-    if value.startswith("+"):
-        kept = digits[: _country_code_length(digits)]
-    elif len(digits) == 11 and digits.startswith("1"):
-        kept = "1"  # a North American trunk prefix: 1-800-...
-    else:
-        kept = ""
-    national = draws.digits(len(digits) - len(kept))
-    if len(national) == 10 and kept in ("", "1"):
-        # Keep a North American number plausible: area code and exchange start with 2-9.
-        national = draws.digit(2) + national[1:3] + draws.digit(2) + national[4:]
-    return _refill(value, kept + national)
+    reading = phones.read_phone(value, DEFAULT_PHONE_REGIONS, lenient=True)
+    if reading is None or not digits.endswith(reading.national_number):
+        return _fake_unplaced_phone(value, digits, draws)
+    national = phones.fictional_national_number(reading, draws.below) or phones.unassigned_national_number(
+        reading, draws.below
+    )
+    if national is None:
+        raise SyntheticGenerationError("no unassigned fake PHONE value of this length")
+    return _refill(value, digits[: len(digits) - len(national)] + national)
 
 
 _GENERATORS: Mapping[str, Callable[[str, _Draws], str]] = {

@@ -20,6 +20,11 @@ class EntityType(StrEnum):
     INTERNATIONAL_BANK_ACCOUNT_NUMBER = "INTERNATIONAL_BANK_ACCOUNT_NUMBER"
 
 
+# Regions whose national phone formats (no country code) the offline detector and the fake generator
+# read, in the order tried. Countries with a national trunk prefix ("0") only: a number printed
+# without it is too easily a date or an order number.
+DEFAULT_PHONE_REGIONS: tuple[str, ...] = ("US", "GB", "IE", "AU", "NZ", "DE", "FR", "NL")
+
 # Tie-break for overlapping matches of equal length: the more specific (checksummed) type wins.
 TYPE_PRIORITY: tuple[str, ...] = (
     EntityType.EMAIL,

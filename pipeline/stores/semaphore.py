@@ -58,6 +58,7 @@ class JointWrite(StrEnum):
     AT_CAPACITY = "at_capacity"  # admit: every slot is held
     NOT_HELD = "not_held"  # adopt / release_if: there is no such holder
     GUARD_REFUSED = "guard_refused"  # the guard item's condition failed: the caller's view is stale
+    SLOT_FREE = "slot_free"  # while_full: a slot is free, or the holder has one
     CONFLICT = "conflict"  # a concurrent transaction held one of the items: look again
 
 
@@ -136,6 +137,11 @@ class Semaphore:
         self._table = table_name
         self._client = client
         self._key = {"doc_key": {"S": key}}
+
+    @property
+    def item_ref(self) -> tuple[str, dict[str, Any]]:
+        """(table, key) of the semaphore item: a caller may read it together with other items."""
+        return self._table, dict(self._key)
 
     # -- single-item operations (tracker, batch trigger, reconciler, tests) ---------------------
 
@@ -263,6 +269,37 @@ class Semaphore:
             if holder not in self.read().holders:  # the count moved between the two, not the holder
                 return JointWrite.NOT_HELD
         return JointWrite.NOT_HELD
+
+    def while_full(self, holder: str, max_slots: int, guard: Mapping[str, Any]) -> JointWrite:
+        """Write `guard` only while every slot is held and none by `holder`, atomically: a message
+        that waits for capacity learns it still must, and renews its run's lease, in one call.
+
+        Writes nothing to the semaphore. DONE, SLOT_FREE, GUARD_REFUSED or CONFLICT.
+        """
+        check = {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._key,
+                "ConditionExpression": "attribute_not_exists(#h) AND active_count >= :max",
+                "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+                "ExpressionAttributeValues": {":max": {"N": str(max_slots)}},
+            }
+        }
+        try:
+            self._client.transact_write_items(TransactItems=[check, dict(guard)])
+        except Exception as exc:
+            reasons = cancellations(exc)
+            if reasons is None:
+                raise
+            semaphore, guard_reason = _pad(reasons)
+            if guard_reason.condition_failed:
+                return JointWrite.GUARD_REFUSED
+            if semaphore.condition_failed:
+                return JointWrite.SLOT_FREE
+            if {semaphore.code, guard_reason.code} <= CONFLICT_CODES:
+                return JointWrite.CONFLICT
+            raise TransactionCancelledError(f"transaction cancelled: {semaphore.code}, {guard_reason.code}") from None
+        return JointWrite.DONE
 
     # -- building blocks ------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ it ends: it keys the sparse `active-jobs` index, so "which jobs are active" is a
 Head items: key (job_id, "#head"). `latest_started_at` lets the batch trigger read the latest run
 of many jobs with two BatchGetItem calls instead of one query per job; `pending_started_at` names
 the QUEUED run that still accepts files arriving in the job's folder (DESIGN.md failure mode 10).
+Realtime ingest sets both in the transaction that opens a run, and reads the head together with
+the object's claim (one BatchGetItem): a file costs ingest one read and one write.
 
 Object claims live in the coordination table (its idempotency half), key `object#<bucket>/<key>`:
 the latest version of an S3 object ingest has seen and the run it put that version in. A claim is
@@ -32,6 +34,7 @@ from pipeline.aws import error_code
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
 from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
+from pipeline.stores.semaphore import Semaphore, SemaphoreState
 
 HEAD_SORT_KEY = "#head"
 ACTIVE_INDEX = "active-jobs"
@@ -96,7 +99,8 @@ class RunRecord:
     mapping_s3_key: str | None = None
     redaction_results: Mapping[str, Any] = field(default_factory=dict)
     # Until when a message announcing the run may still be on its way to a router (the latest
-    # send's delay, extended by capacity waits); past it plus a grace, the run is unannounced.
+    # send's delay plus a lease of capacity waits, renewed by the waits); past it plus a grace,
+    # the run is unannounced.
     announce_deadline: str = ""
     announcements: int = 0  # times the reconciler announced it again
 
@@ -164,6 +168,15 @@ class ObjectClaim:
 def claim_key(bucket: str, key: str) -> str:
     """Coordination-table key of an object's claim (bucket ≤ 63 + key ≤ 1024 bytes: fits 2048)."""
     return f"{CLAIM_KEY_PREFIX}{bucket}/{key}"
+
+
+@dataclass(frozen=True)
+class IngestView:
+    """What ingest decides from, read in one call: the object's claim and its job's head."""
+
+    claim: ObjectClaim | None
+    pending: RunRef | None  # the job's run that still accepts files
+    latest: str = ""  # the start of the job's latest run ("": none); a new run must start after it
 
 
 class ClaimWrite(StrEnum):
@@ -477,6 +490,42 @@ class TrackingStore:
         pending = response.get("Item", {}).get("pending_started_at", {}).get("S")
         return RunRef(job_id, pending) if pending else None
 
+    def ingest_view(self, bucket: str, key: str, job_id: str) -> IngestView:
+        """The object's claim and its job's head, in one consistent BatchGetItem (two tables)."""
+        claims = self._require_claims_table()
+        found = self._get_each({claims: {"doc_key": {"S": claim_key(bucket, key)}}, self._table: self._key(job_id, HEAD_SORT_KEY)})
+        claim_item, head = found[claims], found[self._table] or {}
+        pending = head.get("pending_started_at", {}).get("S")
+        return IngestView(
+            claim=ObjectClaim.from_item(claim_item) if claim_item else None,
+            pending=RunRef(job_id, pending) if pending else None,
+            latest=head.get("latest_started_at", {}).get("S", ""),
+        )
+
+    def get_run_and_slots(self, run: RunRef, semaphore: Semaphore) -> tuple[RunRecord | None, SemaphoreState]:
+        """The run and the semaphore, in one consistent BatchGetItem over the two tables: all the
+        router decides from (admit, or wait for capacity without trying) costs one call."""
+        table, key = semaphore.item_ref
+        found = self._get_each({self._table: self._key(run.job_id, run.started_at), table: key})
+        item = found[self._table]
+        return (RunRecord.from_item(item) if item else None), SemaphoreState.from_item(found[table])
+
+    def _get_each(self, keys: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+        """One item per table (None where absent), consistent reads in one BatchGetItem; keys
+        left unprocessed (throttling) are asked again after a backoff."""
+        found: dict[str, dict[str, Any] | None] = dict.fromkeys(keys)
+        request: dict[str, Any] = {table: {"Keys": [key], "ConsistentRead": True} for table, key in keys.items()}
+        for attempt in range(8):
+            response = self._client.batch_get_item(RequestItems=request)
+            for table, items in response.get("Responses", {}).items():
+                if items:
+                    found[table] = items[0]
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+        raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
+
     def clear_pending(self, run: RunRef) -> None:
         """Stop routing new files to `run` (it started, or it vanished); no-op if already moved on."""
         try:
@@ -497,25 +546,30 @@ class TrackingStore:
         """A message for the run was sent again (a capacity wait, a redelivery): it is announced
         until `deadline`. Only while it has no execution; False when it moved on (nothing to say)."""
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key(run.job_id, run.started_at),
-                UpdateExpression="SET announce_deadline = :d",
-                ConditionExpression=(
-                    "attribute_exists(job_id) AND attribute_not_exists(execution_arn) AND #status IN (:q, :p)"
-                ),
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":d": {"S": format_timestamp(deadline)},
-                    ":q": {"S": JobStatus.QUEUED.value},
-                    ":p": {"S": JobStatus.IN_PROGRESS.value},
-                },
-            )
+            self._client.update_item(**self._lease_update(run, deadline))
         except Exception as exc:
             if _is_condition_failure(exc):
                 return False
             raise
         return True
+
+    def lease_item(self, run: RunRef, deadline: datetime) -> dict[str, Any]:
+        """`extend_announcement` as a TransactWriteItems entry (the guard of `Semaphore.while_full`)."""
+        return {"Update": self._lease_update(run, deadline)}
+
+    def _lease_update(self, run: RunRef, deadline: datetime) -> dict[str, Any]:
+        return {
+            "TableName": self._table,
+            "Key": self._key(run.job_id, run.started_at),
+            "UpdateExpression": "SET announce_deadline = :d",
+            "ConditionExpression": "attribute_exists(job_id) AND attribute_not_exists(execution_arn) AND #status IN (:q, :p)",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":d": {"S": format_timestamp(deadline)},
+                ":q": {"S": JobStatus.QUEUED.value},
+                ":p": {"S": JobStatus.IN_PROGRESS.value},
+            },
+        }
 
     def record_reannouncement(
         self, run: RunRef, now: datetime, *, expected_status: JobStatus, expected_deadline: str
@@ -591,15 +645,20 @@ class TrackingStore:
         """Atomically: write `claim.run` QUEUED holding the object, make it the job's pending run
         (only if the job has none), and write the claim (only if it is still at the revision the
         caller read). Nothing is written unless all three hold: no run without its pointer and
-        claim, so nothing is left to clean up after a crash or a lost race.
+        claim, so nothing is left to clean up after a crash or a lost race. The head also leads to
+        the new run (`latest_started_at`) in the same write: only a run later than the job's latest
+        opens (else PENDING_MOVED: the caller reads the head again and picks a later start).
         """
         run = claim.run
         head = {
             "Update": {
                 "TableName": self._table,
                 "Key": self._key(run.job_id, HEAD_SORT_KEY),
-                "UpdateExpression": "SET pending_started_at = :c, expiration_time = :exp",
-                "ConditionExpression": "attribute_not_exists(pending_started_at)",
+                "UpdateExpression": "SET pending_started_at = :c, latest_started_at = :c, expiration_time = :exp",
+                "ConditionExpression": (
+                    "attribute_not_exists(pending_started_at)"
+                    " AND (attribute_not_exists(latest_started_at) OR latest_started_at < :c)"
+                ),
                 "ExpressionAttributeValues": {":c": {"S": run.started_at}, ":exp": {"N": str(_expiry(now))}},
             }
         }
@@ -683,14 +742,30 @@ class TrackingStore:
 
     # -- router admission: the run's half of the semaphore's joint writes (DESIGN.md §3) -----
 
-    def admission_item(self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus) -> dict[str, Any]:
+    def admission_item(
+        self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus, expected_files: int | None = None
+    ) -> dict[str, Any]:
         """A TransactWriteItems entry: the run is IN_PROGRESS, its files frozen, admitted by `token`.
 
         Written only while the run is still `expected_status` (QUEUED: the freeze; IN_PROGRESS: a
         router carrying on for one that died) and no execution ARN is recorded. `admission` names
         the router invocation that may still call StartExecution last, so a router gives a slot
-        back only while it is that invocation (`admitted_by_item`). No I/O: the semaphore runs it.
+        back only while it is that invocation (`admitted_by_item`). With `expected_files`, only
+        while the run holds that many files: its file set only grows, so the files the caller read
+        are exactly the files frozen and it need not read the run again. No I/O: the semaphore runs it.
         """
+        condition = "#status = :expected AND attribute_not_exists(execution_arn)"
+        values = {
+            ":target": {"S": JobStatus.IN_PROGRESS.value},
+            ":now": {"S": format_timestamp(now)},
+            ":token": {"S": token},
+            ":expected": {"S": expected_status.value},
+        }
+        if expected_files == 0:
+            condition += " AND attribute_not_exists(files)"
+        elif expected_files is not None:
+            condition += " AND size(files) = :files"
+            values[":files"] = {"N": str(expected_files)}
         return {
             "Update": {
                 "TableName": self._table,
@@ -698,14 +773,9 @@ class TrackingStore:
                 "UpdateExpression": (
                     "SET #status = :target, active_status = :target, updated_at = :now, admission = :token"
                 ),
-                "ConditionExpression": "#status = :expected AND attribute_not_exists(execution_arn)",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":target": {"S": JobStatus.IN_PROGRESS.value},
-                    ":now": {"S": format_timestamp(now)},
-                    ":token": {"S": token},
-                    ":expected": {"S": expected_status.value},
-                },
+                "ExpressionAttributeValues": values,
             }
         }
 

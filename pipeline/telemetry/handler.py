@@ -1,10 +1,13 @@
 """One decorator that gives every handler the same telemetry.
 
 Per invocation it sets the Lambda context keys on the logger (cold start, request id, function),
-collects EMF metrics with the function name as a dimension and flushes them at the end, opens a
-span, and sets CURRENT_FUNCTION. Log keys and metrics are kept per invocation (thread-safe keys,
-one metric set each): the sandbox runs several functions at once in one interpreter, and AWS
-behaviour (one invocation per container at a time) is the same either way.
+collects the invocation's metrics and prints them as one EMF document at the end, opens a span when
+a tracer provider records (without one the API's no-op span would change nothing, so none is made),
+flushes our span exporter if one is configured, and sets CURRENT_FUNCTION. Log keys and metrics are
+kept per invocation (thread-safe keys, one point list each): the sandbox runs several functions at
+once in one interpreter, and AWS behaviour (one invocation per container at a time) is the same
+either way. Its cost stays at the bare libraries' (bench/telemetry_cost.py): nothing is built per
+invocation that can be built once.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.config import CURRENT_FUNCTION
+from pipeline.telemetry import metrics, tracing
 from pipeline.telemetry.logging import logger
-from pipeline.telemetry.metrics import invocation_metrics
-from pipeline.telemetry.tracing import span
 
 Handler = Callable[[Any, Any], Any]
 _warm: set[str] = set()
@@ -26,6 +28,8 @@ _warm_lock = threading.Lock()
 
 
 def _cold_start(function: str) -> bool:
+    if function in _warm:  # every invocation but the first: no lock
+        return False
     with _warm_lock:
         cold = function not in _warm
         _warm.add(function)
@@ -33,23 +37,32 @@ def _cold_start(function: str) -> bool:
 
 
 def instrumented(name: str) -> Callable[[Handler], Handler]:
+    span_name = f"pipeops.{name}"
+
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         def invoke(event: Any, context: Any) -> Any:
             function = getattr(context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME", name)
-            logger.thread_safe_append_keys(
+            keys = logger.registered_formatter  # once, not per call: it holds the thread-safe keys
+            keys.thread_safe_append_keys(
                 cold_start=_cold_start(function),
                 function_name=function,
                 function_request_id=getattr(context, "aws_request_id", None),
                 function_memory_size=getattr(context, "memory_limit_in_mb", None),
             )
             token = CURRENT_FUNCTION.set(function)
+            points, collecting = metrics.collect()
             try:
-                with invocation_metrics(function), span(f"pipeops.{name}", faas_name=function):
-                    return handler(event, context)
+                if tracing.recording():
+                    with tracing.get_tracer().start_as_current_span(span_name, attributes={"faas_name": function}):
+                        return handler(event, context)
+                return handler(event, context)  # no provider: the no-op span would change nothing
             finally:
+                metrics.stop(collecting)
                 CURRENT_FUNCTION.reset(token)
-                logger.thread_safe_clear_keys()
+                keys.thread_safe_clear_keys()
+                metrics.flush(function, points)
+                tracing.flush()
 
         return invoke
 

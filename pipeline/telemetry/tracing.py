@@ -1,46 +1,127 @@
-"""OpenTelemetry tracing with context carried through SQS attributes and execution input.
+"""OpenTelemetry tracing with context carried through SQS attributes and execution input (W3C traceparent).
 
-No exporter is installed unless OTEL_TRACES_EXPORTER=console is set (the sandbox may add its own
-span processor). Span attributes carry identifiers (job id, file key, counts), never content.
+The API alone unless an exporter is configured, and loaded only when needed: with no tracer provider
+set, a span has nothing to record, so a handler with no incoming trace context never even imports
+OpenTelemetry, and the SDK (~10 ms of every cold start) is never imported. An incoming trace context
+(the SQS `traceparent` attribute, the execution input's `trace`) is still carried on to what a
+handler sends: the API's no-op span is its remote parent's context. `OTEL_TRACES_EXPORTER`
+(comma-separated, the standard variable) installs the SDK with its exporters: `console`, and `otlp`,
+the standard OTLP/HTTP exporter (the `pipeops[otlp]` extra; endpoint and headers from the standard
+OTEL_EXPORTER_OTLP_* variables). A provider someone else set (a test, the sandbox) is used as it is.
+Span attributes carry identifiers (job id, file key, counts), never content.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.propagate import extract, inject
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from pipeline.config import ConfigurationError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Span, Tracer
 
 TRACE_ATTRIBUTE = "traceparent"  # SQS message attribute and execution-input field carrying context
+ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
+EXPORTERS = ("console", "otlp")
 
 
-def _provider() -> TracerProvider:
-    current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):
-        return current
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": os.environ.get("POWERTOOLS_SERVICE_NAME", "pipeops")})
-    )
-    if os.environ.get("OTEL_TRACES_EXPORTER", "").lower() == "console":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+def exporters_from(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The exporters `OTEL_TRACES_EXPORTER` names, in order ('' or `none`: none). Pure."""
+    named = [name.strip().lower() for name in env.get(ENV_TRACES_EXPORTER, "").split(",")]
+    chosen = tuple(dict.fromkeys(name for name in named if name and name != "none"))
+    unknown = [name for name in chosen if name not in EXPORTERS]
+    if unknown:
+        raise ConfigurationError(
+            f"{ENV_TRACES_EXPORTER} names {', '.join(unknown)}; supported: {', '.join(EXPORTERS)} or none"
+        )
+    return chosen
+
+
+def install_sdk(exporters: tuple[str, ...], service: str) -> TracerProvider:
+    """Set the global tracer provider to the SDK's, exporting to `exporters` (imported only here)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    for name in exporters:
+        if name == "console":
+            provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+        elif name == "otlp":
+            try:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            except ImportError as exc:
+                raise ConfigurationError(
+                    f"{ENV_TRACES_EXPORTER}=otlp needs opentelemetry-exporter-otlp-proto-http: install pipeops[otlp]"
+                ) from exc
+            # Batched, and flushed at the end of every invocation (`flush`): Lambda freezes the
+            # container between invocations, so nothing may wait for a background export.
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     return provider
 
 
-tracer = _provider().get_tracer("pipeops.pipeline")
+def _installed_flush() -> Callable[[], Any] | None:
+    """Configure tracing at import; the provider's flush when we installed one, else None."""
+    exporters = exporters_from(os.environ)
+    if not exporters:
+        return None  # the API alone, loaded when a trace context comes in
+    from opentelemetry import trace
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None  # a provider someone else set and flushes
+    return install_sdk(exporters, os.environ.get("POWERTOOLS_SERVICE_NAME", "pipeops")).force_flush
+
+
+_flush = _installed_flush()
+
+
+@cache
+def get_tracer() -> Tracer:
+    """Our tracer (loads the API)."""
+    from opentelemetry import trace
+
+    # A proxy: it delegates to whatever provider is set, now or later (a test's in-memory exporter).
+    return trace.get_tracer("pipeops.pipeline")
+
+
+def __getattr__(name: str) -> Any:
+    """`tracer`, built on first use (importing this module loads no OpenTelemetry)."""
+    if name == "tracer":
+        return get_tracer()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def recording() -> bool:
+    """Whether spans go anywhere: a real tracer provider is set (ours or someone else's). A provider
+    can only be set by code that imported the API, so without it loaded nothing records."""
+    if "opentelemetry.trace" not in sys.modules:
+        return False
+    from opentelemetry import trace  # waits for an import another thread has under way
+
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def flush() -> None:
+    """Export the spans our provider holds (end of an invocation); nothing without an exporter."""
+    if _flush is not None:
+        _flush()
 
 
 def carrier_from_current() -> dict[str, str]:
     """W3C trace context of the current span, as a plain dict (to put in input or attributes)."""
     carrier: dict[str, str] = {}
-    inject(carrier)
+    if "opentelemetry.context" in sys.modules:  # else no span nor context was ever made current
+        from opentelemetry.propagate import inject
+
+        inject(carrier)
     return carrier
 
 
@@ -63,12 +144,27 @@ def carrier_from_sqs_record(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 @contextmanager
-def span(name: str, carrier: Mapping[str, str] | None = None, **attributes: Any) -> Iterator[trace.Span]:
-    """A span, child of the context in `carrier` when given (remote parent), else of the current one."""
+def span(name: str, carrier: Mapping[str, str] | None = None, **attributes: Any) -> Iterator[Span | None]:
+    """A span, child of the context in `carrier` when given (remote parent), else of the current one.
+
+    With no provider set the span would be the API's no-op one, which records nothing and whose
+    context is its parent's: none is made (None without a carrier, the current span with one), and
+    only the parent's context, attached from `carrier`, is made current to be propagated.
+    """
+    if not carrier and not recording():
+        yield None
+        return
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.propagate import extract
+
     token = otel_context.attach(extract(dict(carrier))) if carrier else None
     try:
+        if not recording():
+            yield trace.get_current_span()
+            return
         clean = {k: v for k, v in attributes.items() if v is not None}
-        with tracer.start_as_current_span(name, attributes=clean) as current:
+        with get_tracer().start_as_current_span(name, attributes=clean) as current:
             yield current
     finally:
         if token is not None:

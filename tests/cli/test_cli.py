@@ -50,8 +50,18 @@ def test_status_jobs_and_job_show_read_a_sandbox(sandbox) -> None:
     runner = CliRunner()
     status = envelope(runner.invoke(app, ["status", "--json"]).output, "status")
     assert status["active_count"] == 0 and status["jobs_by_status"] == {"COMPLETE": 1}
+    assert status["active_runs"] == {} and status["jobs_by_status_window"] == "24h"
+    assert [(w["window"], w["counts"], w["lower_bounds"]) for w in status["recent_outcomes"]] == [
+        ("1h", {"COMPLETE": 1, "FAILED": 0}, []),
+        ("24h", {"COMPLETE": 1, "FAILED": 0}, []),
+    ]
+    text = " ".join(runner.invoke(app, ["status"]).output.split())  # rich wraps long lines
+    assert "jobs by status │ COMPLETE 1" in text and "ended in the last 1h (since " in text
+    assert "COMPLETE 1, FAILED 0" in text and "ended runs of the last 24h" in text
     runs = envelope(runner.invoke(app, ["jobs", "--status", "complete", "--json"]).output, "jobs")
     assert [r["job_id"] for r in runs] == ["claims/"]
+    assert envelope(runner.invoke(app, ["jobs", "--json", "--limit", "1"]).output, "jobs") == runs
+    assert "1 run(s)" in runner.invoke(app, ["jobs", "--limit", "5"]).output
     detail = envelope(runner.invoke(app, ["job", "show", "claims/", "--json"]).output, "job")
     assert detail["file_outcomes"] == {"claims/a.txt": "redacted"}
     assert detail["state_path"][0] == "MarkDetecting" and detail["state_path"][-1] == "Done"

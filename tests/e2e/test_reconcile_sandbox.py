@@ -3,12 +3,15 @@ reports it; --apply repairs it and writes an audit record; applying again finds 
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from monitors.reconcile.loop import AUDIT_PREFIX
+from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
@@ -287,6 +290,9 @@ def test_a_lost_router_message_leaves_a_queued_run_that_reconcile_announces_agai
 
     code, fresh = reconcile()  # its message could still be in a router's hands
     assert code == 0 and fresh["findings"] == []
+    # Ingest announces a run a lease of capacity waits ahead (so a router's first wait writes
+    # nothing): only past that deadline is the lost message noticed.
+    wait_for(lambda: datetime.now(UTC) > parse_timestamp(run.announce_deadline), timeout=60)
     code, dry = reconcile("--grace-seconds", "0")
     assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [
         ("unannounced_run", f"{run.job_id}@{run.started_at}")
@@ -306,8 +312,6 @@ def test_a_lost_router_message_leaves_a_queued_run_that_reconcile_announces_agai
 def test_a_candidate_run_that_lost_the_claim_race_is_deleted(sandbox: Any) -> None:
     """A QUEUED run holding a file whose claim names another run (an ingest of an older version
     that died after writing it): announcing it would process the file twice; it is deleted."""
-    from datetime import UTC, datetime
-
     from pipeline.jobs import RunRef, format_timestamp
     from pipeline.stores.tracking import TrackingStore
 
@@ -339,21 +343,29 @@ def test_a_candidate_run_that_lost_the_claim_race_is_deleted(sandbox: Any) -> No
 def test_an_execution_started_by_hand_is_reported_and_never_stopped(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    import pipeline.handlers.finalize as finalize_handler
+    from moto.dynamodb.responses import DynamoHandler
 
-    release = threading.Event()
-    real_write_status = finalize_handler.write_status
+    release, hold_reached = threading.Event(), threading.Event()
+    real_update_item = DynamoHandler.update_item
 
-    def hold_the_first_step(event: Any, *args: Any, **kwargs: Any) -> Any:
-        release.wait(60)  # the hand-started execution stays RUNNING while the reconciler looks
-        return real_write_status(event, *args, **kwargs)
+    # Held before moto takes the request (and the sandbox's DynamoDB lock), so the reconciler's
+    # reads go on while the execution waits.
+    def hold_the_first_step(self: Any) -> Any:
+        if self.body.get("Key", {}).get("job_id") == {"S": "by-hand/"}:  # the first state marks the run DETECTING
+            hold_reached.set()
+            release.wait(60)  # the hand-started execution stays RUNNING while the reconciler looks
+        return real_update_item(self)
 
-    monkeypatch.setattr(finalize_handler, "write_status", hold_the_first_step)
+    monkeypatch.setattr(DynamoHandler, "update_item", hold_the_first_step)
     sfn = sandbox.client("stepfunctions")
+    # An input good enough to run (without a job_id the first state's path fails the execution at
+    # once, States.Runtime, on AWS too); no run of that job exists, so no record names the execution.
+    by_hand = {"job_id": "by-hand/", "started_at": "2026-01-01T00:00:00.000000Z", "execution_name": "started-by-hand"}
     started = sfn.start_execution(
-        stateMachineArn=sandbox.outputs["StateMachineArn"], name="started-by-hand", input='{"note": "by hand"}'
+        stateMachineArn=sandbox.outputs["StateMachineArn"], name="started-by-hand", input=json.dumps(by_hand)
     )
     try:
+        wait_for(hold_reached.is_set, timeout=60)  # the execution's first state is under way, held
         wait_for(lambda: sfn.describe_execution(executionArn=started["executionArn"])["status"] == "RUNNING")
         code, dry = reconcile()
         assert code == 1 and [(f["kind"], f["target"]) for f in dry["findings"]] == [("orphan_execution", "started-by-hand")]

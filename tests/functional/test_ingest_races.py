@@ -13,26 +13,26 @@ import pytest
 
 from pipeline.config import Settings
 from pipeline.ingest import IngestOutcome, IngestResult, ingest_object
-from pipeline.jobs import JobMessage
+from pipeline.jobs import ANNOUNCE_LEASE_WAITS, JobMessage, format_timestamp
 from pipeline.s3events import ObjectCreated, ObjectVersion
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import ObjectClaim, TrackingStore
+from pipeline.stores.tracking import IngestView, TrackingStore
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 SETTINGS = Settings(folder_settle_seconds=30)
 
 
 class InterleavingStore(TrackingStore):
-    """Runs `meanwhile` once, just after the first claim read: the other attempt overtakes."""
+    """Runs `meanwhile` once, just after the first read (claim and head): the other attempt overtakes."""
 
     meanwhile: Callable[[], object] | None = None
 
-    def object_claim(self, bucket: str, key: str) -> ObjectClaim | None:
-        claim = super().object_claim(bucket, key)
+    def ingest_view(self, bucket: str, key: str, job_id: str) -> IngestView:
+        view = super().ingest_view(bucket, key, job_id)
         overtake, self.meanwhile = self.meanwhile, None
         if overtake is not None:
             overtake()
-        return claim
+        return view
 
 
 @pytest.fixture
@@ -106,3 +106,22 @@ def test_an_unversioned_event_redelivered_after_its_run_started_is_processed_aga
     store.transition(first.run, JobStatus.IN_PROGRESS, NOW)
     again = ingest_object(event, store, lambda m, d: None, SETTINGS, NOW + timedelta(seconds=1))
     assert again.outcome is IngestOutcome.NEW_RUN and again.run != first.run
+
+
+def test_a_new_run_leads_its_job_and_is_announced_a_lease_of_capacity_waits_ahead(store: InterleavingStore) -> None:
+    result = ingest_object(upload("claims/a.txt"), store, lambda m, d: None, SETTINGS, NOW)
+    record = store.get_run(result.run)
+    lease = SETTINGS.folder_settle_seconds + SETTINGS.capacity_retry_seconds * ANNOUNCE_LEASE_WAITS
+    assert record is not None and record.announce_deadline == format_timestamp(NOW + timedelta(seconds=lease))
+    assert store.latest_runs(["claims/"])["claims/"].run == result.run  # in the same write as the run
+
+
+def test_an_ingest_whose_clock_is_behind_the_jobs_latest_run_opens_the_next_run_after_it(
+    store: InterleavingStore,
+) -> None:
+    first = ingest_object(upload("claims/a.txt"), store, lambda m, d: None, SETTINGS, NOW)
+    store.transition(first.run, JobStatus.IN_PROGRESS, NOW)  # frozen: the next file opens a new run
+    store.clear_pending(first.run)
+    behind = ingest_object(upload("claims/b.txt"), store, lambda m, d: None, SETTINGS, NOW - timedelta(seconds=5))
+    assert behind.outcome is IngestOutcome.NEW_RUN and behind.run.started_at > first.run.started_at
+    assert store.latest_runs(["claims/"])["claims/"].run == behind.run

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
-from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.semaphore import JointWrite, ReleaseResult, Semaphore
 from pipeline.stores.tracking import TrackingStore
 from tests.property.memory import MemorySemaphore, MemoryTrackingStore
 
@@ -134,6 +134,44 @@ def test_the_semaphore_scenario_gives_the_same_results_and_states(real) -> None:
 def test_the_joint_writes_give_the_same_results_and_states(real) -> None:
     expected, got = joint_scenario(*real), joint_scenario(MemorySemaphore(), MemoryTrackingStore())
     assert got == expected
+
+
+def waiting_scenario(sem: Any, store: Any) -> list[Any]:
+    """What the router reads and writes around a capacity wait: run and semaphore in one read, the
+    "still full?" lease write, and the admission conditional on the files read."""
+    seen: list[Any] = []
+    at = [NOW + timedelta(seconds=s) for s in range(10)]
+
+    def step(outcome: Any) -> None:
+        record, slots = store.get_run_and_slots(RUN, sem)
+        seen.append((outcome, slots, record and (record.status, record.announce_deadline, record.files)))
+
+    step(None)  # no run, no semaphore item
+    store.create_run(RUN, ["claims/a.txt"], "in", at[0])
+    step(sem.while_full("n", 1, store.lease_item(RUN, at[5])))  # no semaphore item: a slot is free
+    sem.acquire("busy", T[1], 1)
+    step(sem.while_full("n", 1, store.lease_item(RUN, at[5])))  # full: the lease renewed
+    step(sem.while_full("n", 2, store.lease_item(RUN, at[6])))  # a second slot: free
+    step(sem.release("busy"))
+    step(sem.admit("n", T[2], 1, store.admission_item(RUN, at[2], "t1", expected_status=JobStatus.QUEUED, expected_files=2)))
+    step(sem.admit("n", T[2], 1, store.admission_item(RUN, at[2], "t1", expected_status=JobStatus.QUEUED, expected_files=1)))
+    step(sem.while_full("n", 1, store.lease_item(RUN, at[7])))  # its own slot: not full for it
+    step(sem.while_full("x", 1, store.lease_item(RUN, at[7])))  # full for another, the run IN_PROGRESS
+    store.record_execution(RUN, "arn:aws:states:us-east-1:123456789012:execution:sm:n", [])
+    step(sem.while_full("x", 1, store.lease_item(RUN, at[8])))  # started: the lease is refused
+    step(sem.while_full("x", 1, store.lease_item(OTHER, at[8])))  # no such run: refused
+    return seen
+
+
+def test_the_capacity_wait_reads_and_writes_give_the_same_results_and_states(real) -> None:
+    expected, got = waiting_scenario(*real), waiting_scenario(MemorySemaphore(), MemoryTrackingStore())
+    assert got == expected
+    assert [outcome for outcome, *_ in expected][1:5] == [
+        JointWrite.SLOT_FREE,
+        JointWrite.DONE,
+        JointWrite.SLOT_FREE,
+        ReleaseResult.RELEASED,
+    ]
 
 
 # -- a release is two calls: what happens when a write lands between them ---------------------------

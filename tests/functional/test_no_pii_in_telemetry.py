@@ -45,13 +45,17 @@ def forms(value: str) -> set[str]:
 
 @pytest.fixture
 def spans():
+    """Every span the handlers record. Without an exporter the handlers use the API alone (no-op
+    spans): like the sandbox or a collector would, the test sets the SDK provider they then use."""
     exporter = InMemorySpanExporter()
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
     provider = trace.get_tracer_provider()
     assert isinstance(provider, TracerProvider)
     processor = SimpleSpanProcessor(exporter)
     provider.add_span_processor(processor)
     yield exporter
-    processor.shutdown()
+    exporter.shutdown()  # quiet from now on: the provider keeps its processors for the session
 
 
 @pytest.fixture

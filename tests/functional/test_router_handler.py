@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from pipeline.handlers import router
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from pipeline.routing import waited
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
@@ -62,7 +63,7 @@ def test_at_capacity_the_message_waits_count_unchanged_nothing_in_the_dlq(resour
     state = semaphore(resources).read()
     assert state.active_count == 2 == len(state.holders)
     waiting = drain_queue(resources.client("sqs"), resources.main_queue_url)
-    assert [JobMessage.from_json(m["Body"]) for m in waiting] == [third]
+    assert [JobMessage.from_json(m["Body"]) for m in waiting] == [waited(third)]  # it counts its waits
     assert drain_queue(resources.client("sqs"), resources.dlq_url) == []
     assert tracking(resources).get_run(third.run).status is JobStatus.QUEUED  # type: ignore[union-attr]
 

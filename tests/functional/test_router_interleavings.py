@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -29,10 +29,13 @@ from pipeline.routing import (
     RouteOutcome,
     Router,
     StartExecutionError,
+    waited,
+    waits_of,
 )
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import JointWrite, Semaphore
 from pipeline.stores.tracking import TrackingStore
+from tests.conftest import drain_queue
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
@@ -122,7 +125,7 @@ def assert_slots(resources, *holders: str) -> None:
 def test_a_router_that_read_the_run_queued_never_frees_the_slot_of_the_execution_another_started(resources) -> None:
     message = queued_run(resources)
     a, b = make_router(resources), make_router(resources)
-    after_first_call(b._store, "get_run", lambda: route(a, message))
+    after_first_call(b._store, "get_run_and_slots", lambda: route(a, message))
 
     result = route(b, message)
 
@@ -255,7 +258,7 @@ def add_file(resources, run: RunRef, key: str) -> None:
 def test_a_file_that_joins_between_the_read_and_the_admission_is_in_the_frozen_run(resources) -> None:
     message = queued_run(resources)
     a = make_router(resources)
-    after_first_call(a._store, "get_run", lambda: add_file(resources, message.run, "claims/late.txt"))
+    after_first_call(a._store, "get_run_and_slots", lambda: add_file(resources, message.run, "claims/late.txt"))
     seen: dict[str, Any] = {}
     original = a._sfn.start_execution
 
@@ -271,7 +274,7 @@ def test_a_file_that_joins_between_the_read_and_the_admission_is_in_the_frozen_r
 def test_a_run_of_unsupported_files_is_admitted_after_all_when_a_supported_file_joins_meanwhile(resources) -> None:
     message = queued_run(resources, "scans/", ("scans/a.pdf",))
     a = make_router(resources)
-    after_first_call(a._store, "get_run", lambda: add_file(resources, message.run, "scans/notes.txt"))
+    after_first_call(a._store, "get_run_and_slots", lambda: add_file(resources, message.run, "scans/notes.txt"))
 
     result = route(a, message)
 
@@ -428,3 +431,71 @@ def test_a_redelivery_after_the_execution_ended_takes_no_slot(resources) -> None
     assert result.outcome is RouteOutcome.REPAIRED
     assert_slots(resources)
     assert running(resources) == []
+
+
+# -- 4. capacity waits: two routers at capacity, and messages that waited before -----------------
+
+
+def resent(resources) -> list[JobMessage]:
+    return [JobMessage.from_json(m["Body"]) for m in drain_queue(resources.client("sqs"), resources.main_queue_url)]
+
+
+def test_two_routers_at_capacity_both_wait_and_neither_takes_a_slot(resources) -> None:
+    semaphore(resources).acquire("busy", format_timestamp(NOW), 1)
+    message = queued_run(resources)
+    a, b = make_router(resources), make_router(resources)
+    after_first_call(a._store, "get_run_and_slots", lambda: route(b, message))
+
+    assert route(a, message).outcome is RouteOutcome.WAITING
+
+    assert_slots(resources, "busy")
+    assert [waits_of(m) for m in resent(resources)] == [1, 1]  # one copy each: the router starts a run once
+    record = tracking(resources).get_run(message.run)
+    assert record is not None and record.status is JobStatus.QUEUED and record.execution_arn is None
+
+
+def test_a_message_that_waited_renews_the_runs_lease_in_one_write_while_every_slot_is_held(resources) -> None:
+    semaphore(resources).acquire("busy", format_timestamp(NOW), 1)
+    message = waited(queued_run(resources))
+    a = make_router(resources)
+    a._store.get_run_and_slots = None  # type: ignore[assignment]  # it must not read anything
+
+    assert route(a, message).outcome is RouteOutcome.WAITING
+
+    record = tracking(resources).get_run(message.run)
+    retry = a._settings.capacity_retry_seconds
+    assert record is not None and record.announce_deadline == format_timestamp(NOW + timedelta(seconds=retry * 4))
+    assert [waits_of(m) for m in resent(resources)] == [2]
+    assert_slots(resources, "busy")
+
+
+def test_a_message_that_waited_is_admitted_once_a_slot_is_free(resources) -> None:
+    message = waited(queued_run(resources))
+    assert route(make_router(resources), message).outcome is RouteOutcome.STARTED
+    name = message.run.execution_name
+    assert running(resources) == [name]
+    assert_slots(resources, name)
+
+
+def test_a_message_that_waited_for_a_run_another_router_started_is_a_duplicate(resources) -> None:
+    """The lease write is refused (the run has its execution), so it looks, and finds it started;
+    the slot the other run holds is left alone, and nothing is re-sent."""
+    message = queued_run(resources)
+    assert route(make_router(resources), message).outcome is RouteOutcome.STARTED
+
+    assert route(make_router(resources), waited(message)).outcome is RouteOutcome.DUPLICATE
+
+    assert_slots(resources, message.run.execution_name)
+    assert resent(resources) == []
+
+
+def test_a_slot_freed_between_the_read_and_the_wait_costs_one_more_wait_not_a_lost_run(resources) -> None:
+    semaphore(resources).acquire("busy", format_timestamp(NOW), 1)
+    message = queued_run(resources)
+    a = make_router(resources)
+    after_first_call(a._store, "get_run_and_slots", lambda: semaphore(resources).release("busy"))
+
+    assert route(a, message).outcome is RouteOutcome.WAITING
+    [again] = resent(resources)
+    assert route(make_router(resources), again).outcome is RouteOutcome.STARTED
+    assert_slots(resources, message.run.execution_name)

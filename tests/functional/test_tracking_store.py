@@ -12,6 +12,7 @@ from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import (
     ClaimWrite,
+    IngestView,
     ObjectClaim,
     TrackingStore,
     TransactionCancelledError,
@@ -105,11 +106,23 @@ def test_a_losing_open_writes_nothing_and_says_why(store: TrackingStore) -> None
     assert store.open_run_with_claim(claim_of(second), "in", NOW) is ClaimWrite.CLAIM_MOVED
     # another object: the job has a pending run already
     assert store.open_run_with_claim(claim_of(second, "claims/b.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
-    # a run with the candidate's start time exists
+    # no pending run, but the job's latest run does not start before the candidate: read again
     store.clear_pending(first)
-    assert store.open_run_with_claim(claim_of(first, "claims/c.txt"), "in", NOW) is ClaimWrite.RUN_EXISTS
-    assert store.get_run(second) is None and store.pending_run("claims/") is None
-    assert store.object_claim("in", "claims/b.txt") is None and store.object_claim("in", "claims/c.txt") is None
+    assert store.open_run_with_claim(claim_of(first, "claims/c.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
+    # a run with the candidate's start time exists (a batch run that does not lead the head)
+    store.create_run(second, ["claims/z.txt"], "in", NOW, lead=False)
+    assert store.open_run_with_claim(claim_of(second, "claims/d.txt"), "in", NOW) is ClaimWrite.RUN_EXISTS
+    assert store.pending_run("claims/") is None and store.ingest_view("in", "claims/d.txt", "claims/").latest == first.started_at
+    for key in ("claims/b.txt", "claims/c.txt", "claims/d.txt"):
+        assert store.object_claim("in", key) is None
+
+
+def test_an_open_run_leads_the_job_and_one_read_shows_claim_and_head(store: TrackingStore) -> None:
+    run = RunRef("claims/", format_timestamp(NOW))
+    assert store.ingest_view("in", "claims/a.txt", "claims/") == IngestView(None, None, "")
+    assert store.open_run_with_claim(claim_of(run), "in", NOW) is ClaimWrite.WRITTEN
+    assert store.ingest_view("in", "claims/a.txt", "claims/") == IngestView(claim_of(run), run, run.started_at)
+    assert store.latest_runs(["claims/"])["claims/"].run == run  # the batch trigger's view: no second write
 
 
 def test_files_join_a_pending_run_with_their_claims_until_it_is_frozen(store: TrackingStore) -> None:

@@ -183,6 +183,17 @@ class MemorySemaphore:
         self._tell("adopt", holder, before)
         return JointWrite.DONE
 
+    def while_full(self, holder: str, max_slots: int, guard: MemoryGuard) -> JointWrite:
+        """The guard's write while every slot is held by others; the semaphore is only checked."""
+        self.hook(f"semaphore.while_full {holder}")
+        full = holder not in self.holders and self.active_count is not None and self.active_count >= max_slots
+        if not guard.check():
+            return JointWrite.GUARD_REFUSED
+        if not full:
+            return JointWrite.SLOT_FREE
+        guard.apply()
+        return JointWrite.DONE
+
     def release_if(self, holder: str, guard: MemoryGuard) -> JointWrite:
         for _ in range(RELEASE_ROUNDS):
             for at_floor in (False, True):
@@ -423,6 +434,18 @@ class MemoryTrackingStore:
         found.announce_deadline = format_timestamp(deadline)
         return True
 
+    def lease_item(self, run: RunRef, deadline: datetime) -> MemoryGuard:
+        """`extend_announcement` as the guard of a joint write (no hook: the joint write has it)."""
+
+        def check() -> bool:
+            found = self.runs.get(run)
+            return found is not None and not found.execution_arn and found.status in (JobStatus.QUEUED, JobStatus.IN_PROGRESS)
+
+        def apply() -> None:
+            self.runs[run].announce_deadline = format_timestamp(deadline)
+
+        return MemoryGuard(check, apply)
+
     def record_reannouncement(
         self, run: RunRef, now: datetime, *, expected_status: JobStatus, expected_deadline: str
     ) -> bool:
@@ -456,6 +479,12 @@ class MemoryTrackingStore:
         self.hook(f"tracking.get_run {run.job_id}")
         found = self.runs.get(run)
         return found.record() if found else None
+
+    def get_run_and_slots(self, run: RunRef, semaphore: MemorySemaphore) -> tuple[RunRecord | None, SemaphoreState]:
+        """One call in the real store (a BatchGetItem over both tables): one step here."""
+        self.hook(f"tracking.get_run_and_slots {run.job_id}")
+        found = self.runs.get(run)
+        return (found.record() if found else None), semaphore.state()
 
     def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
         self.hook("tracking.active_runs")
@@ -501,10 +530,17 @@ class MemoryTrackingStore:
     def clear_pending(self, run: RunRef) -> None:
         self.hook(f"tracking.clear_pending {run.job_id}")  # no head items here: nothing to clear
 
-    def admission_item(self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus) -> MemoryGuard:
+    def admission_item(
+        self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus, expected_files: int | None = None
+    ) -> MemoryGuard:
         def check() -> bool:
             found = self.runs.get(run)
-            return found is not None and found.status is expected_status and found.execution_arn is None
+            return (
+                found is not None
+                and found.status is expected_status
+                and found.execution_arn is None
+                and (expected_files is None or len(found.files) == expected_files)
+            )
 
         def apply() -> None:
             found = self.runs[run]

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import threading
+import time
 import types
 import zipfile
 from collections.abc import Iterator
@@ -137,6 +138,22 @@ def test_datums_are_sent_off_thread_in_batches_of_at_most_1000() -> None:
     lambda_sizes = [n for ns, n in cloudwatch.calls if ns == "AWS/Lambda"]
     assert sum(lambda_sizes) == 5000 and max(lambda_sizes) <= aws_metrics.MAX_DATUMS_PER_CALL
     assert [(ns, n) for ns, n in cloudwatch.calls if ns == "AWS/States"] == [("AWS/States", 2)]
+
+
+def test_datums_that_arrive_while_a_batch_gathers_share_one_call_and_flush_sends_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(aws_metrics, "COALESCE_SECONDS", 3600.0)  # only flush() ends the gathering
+    cloudwatch = RecordingCloudWatch()
+    with AwsMetricsPublisher(cloudwatch=cloudwatch, watch_executions=False) as publisher:
+        publisher.invocation_finished("fn", "r1", record(function_name="fn"))
+        deadline = time.monotonic() + 10
+        while not publisher._queue.empty() and time.monotonic() < deadline:  # the sender holds it
+            time.sleep(0.01)
+        publisher.invocation_finished("fn", "r2", record(function_name="fn"))
+        publisher.invocation_finished("fn", "r3", record(function_name="fn"))
+        assert publisher.flush(10)
+    assert cloudwatch.calls == [("AWS/Lambda", 12)]
 
 
 def test_a_failing_cloudwatch_is_logged_and_never_raised(caplog: pytest.LogCaptureFixture) -> None:

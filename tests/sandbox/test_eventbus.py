@@ -105,14 +105,14 @@ def _role_arn() -> str:
         return iam.create_role(RoleName="sbx-evt-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
 
 
-def make_function(name: str, handler: str = "sbx_evt_record.handler") -> str:
+def make_function(name: str, handler: str = "sbx_evt_record.handler", timeout: int = 5) -> str:
     return boto3.client("lambda", region_name=REGION).create_function(
         FunctionName=name,
         Runtime="python3.11",
         Role=_role_arn(),
         Handler=handler,
         Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},  # empty zip: the runtime imports from sys.path
-        Timeout=5,
+        Timeout=timeout,
     )["FunctionArn"]
 
 
@@ -591,3 +591,67 @@ def test_an_event_arriving_the_instant_the_bus_installs_is_delivered(
         assert [e["detail"] for e in of(recorded, "sbx-evt-early")] == [{"n": 1}]
     finally:
         bus.stop()
+
+
+# --------------------------------------------------------------------------- costs (issue 11)
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_status_events_come_from_moto_hooks_not_from_polling_each_execution(make_bus, recorded) -> None:
+    fn = make_function("sbx-evt-hooked")
+    machine = make_state_machine("sbx-evt-hooked", PASS_DEFINITION)
+    failing = make_state_machine("sbx-evt-hooked-fail", FAIL_DEFINITION)
+    make_rule("status-hooked", [{"Id": "t", "Arn": fn}], status_pattern(stateMachineArn=[machine, failing]))
+    bus = make_bus(poll_interval=60.0)  # the watcher's safety-net full round: once at start, then 60 s on
+    calls: list[str] = []
+    bus._client("stepfunctions").meta.events.register(
+        "before-call", lambda model, **_: calls.append(model.name)
+    )
+    assert _wait_for(lambda: bus._watcher.full_rounds >= 1, 10)
+    calls.clear()
+
+    executions = [start(machine, f"run-{i}") for i in range(4)] + [start(failing, "bad")]
+    expected = {arn: ["RUNNING", "FAILED" if arn.endswith(":bad") else "SUCCEEDED"] for arn in executions}
+
+    def statuses() -> dict[str, list[str]]:
+        got: dict[str, list[str]] = {}
+        for event in of(recorded, "sbx-evt-hooked"):
+            got.setdefault(event["detail"]["executionArn"], []).append(event["detail"]["status"])
+        return got
+
+    assert _wait_for(lambda: statuses() == expected, 20), statuses()
+    assert bus._watcher.full_rounds == 1  # no round ran: each start and end was reported by a hook
+    assert "ListExecutions" not in calls
+    assert calls.count("DescribeExecution") <= 2 * len(executions)  # a look at each start and end
+
+
+def test_a_blocked_rule_does_not_hold_another_rules_deliveries(make_bus, recorded) -> None:
+    import sbx_block
+
+    sbx_block.GATE.clear()
+    sbx_block.ENTERED.clear()
+    slow = make_function("sbx-evt-blocked", "sbx_block.handler", timeout=900)
+    fast = make_function("sbx-evt-free")
+    make_rule("backlogged", [{"Id": "slow", "Arn": slow}], {"source": ["test.backlog"]})
+    make_rule("free", [{"Id": "fast", "Arn": fast}], {"source": ["test.free"]})
+    bus = make_bus(workers=2)
+    try:
+        for i in range(12):  # every worker of the backlogged rule blocked, the rest queued behind them
+            bus.emit({"source": "test.backlog", "detail-type": "x", "detail": {"i": i}})
+        assert _wait_for(lambda: len(sbx_block.ENTERED) == 2, 10)
+        bus.emit({"source": "test.free", "detail-type": "x", "detail": {"free": True}})
+        assert _wait_for(lambda: bool(of(recorded, "sbx-evt-free")), 10)
+        assert not sbx_block.GATE.is_set() and len(sbx_block.ENTERED) == 2  # still blocked meanwhile
+        assert bus.stats["rules"]["backlogged"]["deliveries"] == 0
+    finally:
+        sbx_block.GATE.set()
+    assert bus.wait_until_idle(30)
+    assert bus.stats["rules"]["backlogged"]["deliveries"] == 12

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
 
 from sandbox import moto_seams
 
@@ -17,6 +22,7 @@ REGION = "us-east-1"
 TABLE = "seams"
 THREADS = 8
 PAIRS = 150
+ROLE = "arn:aws:iam::123456789012:role/seams"
 
 
 @pytest.fixture
@@ -54,7 +60,7 @@ def acquire_release_pairs(ddb: Any, holder: str, failures: list[str]) -> None:
                 ExpressionAttributeValues={":minus": {"N": "-1"}},
             )
         except Exception as exc:  # a condition that failed means an update was lost
-            failures.append(f"{holder}: {type(exc).__name__}")
+            failures.append(f"{holder}: {type(exc).__name__} {exc}")
 
 
 def test_concurrent_conditional_writes_to_one_item_lose_nothing(table: Any) -> None:
@@ -78,6 +84,7 @@ def test_concurrent_conditional_writes_to_one_item_lose_nothing(table: Any) -> N
 
 def test_the_seams_wrap_what_moto_has_and_come_off_again() -> None:
     originals = {name: DynamoDBBackend.__dict__[name] for name in moto_seams.DYNAMODB_ITEM_OPERATIONS}
+    handlers = {name: DynamoHandler.__dict__[name] for name in moto_seams.DYNAMODB_REQUEST_OPERATIONS}
     moto_seams.install()
     moto_seams.install()
     try:
@@ -85,9 +92,151 @@ def test_the_seams_wrap_what_moto_has_and_come_off_again() -> None:
             getattr(DynamoDBBackend.__dict__[name], "__pipeops_seam__", False)
             for name in moto_seams.DYNAMODB_ITEM_OPERATIONS
         )
+        # moto's request handler copies and serializes the item outside the backend: locked too
+        assert all(
+            getattr(DynamoHandler.__dict__[name], "__pipeops_seam__", False)
+            for name in moto_seams.DYNAMODB_REQUEST_OPERATIONS
+        )
     finally:
         moto_seams.uninstall()
     assert moto_seams.installed()  # installed twice: still on after one uninstall
     moto_seams.uninstall()
     assert {name: DynamoDBBackend.__dict__[name] for name in originals} == originals
+    assert {name: DynamoHandler.__dict__[name] for name in handlers} == handlers
     assert not moto_seams.installed()
+
+
+def test_the_interpreter_and_cloudformation_seams_come_off_again() -> None:
+    from moto.cloudformation.models import Stack
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_dynamodb,
+    )
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    before = (
+        ExecutionWorker.__dict__["_get_evaluation_entrypoint"],
+        state_task_service_dynamodb.boto_client_for,
+        Stack.__dict__["parse_template"],
+    )
+    moto_seams.install()
+    try:
+        assert getattr(ExecutionWorker.__dict__["_get_evaluation_entrypoint"], "__pipeops_seam__", False)
+        assert getattr(state_task_service_dynamodb.boto_client_for, "__pipeops_seam__", False)
+        assert getattr(Stack.parse_template, "__pipeops_seam__", False)
+    finally:
+        moto_seams.uninstall()
+    after = (
+        ExecutionWorker.__dict__["_get_evaluation_entrypoint"],
+        state_task_service_dynamodb.boto_client_for,
+        Stack.__dict__["parse_template"],
+    )
+    assert after == before
+
+
+def test_a_json_template_body_is_read_as_json() -> None:
+    from moto.cloudformation.models import Stack
+
+    body = json.dumps({"Resources": {}, "Metadata": {"Big": 1e22, "Word": "yes"}})
+    assert Stack.parse_template(body)["Metadata"]["Big"] == "1e+22"  # moto alone: YAML 1.1 reads a string
+    moto_seams.install()
+    try:
+        assert Stack.parse_template(body) == json.loads(body)  # as CloudFormation reads JSON
+        assert Stack.parse_template("Resources: {}\nA: !Ref B\n")["A"] is not None  # YAML still moto's
+    finally:
+        moto_seams.uninstall()
+
+
+# --------------------------------------------------------------------------- the interpreter's costs
+
+PUT_DEFINITION = {
+    "StartAt": "Put",
+    "States": {
+        "Put": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:putItem",
+            "Parameters": {"TableName": TABLE, "Item": {"pk": {"S.$": "$$.Execution.Name"}}},
+            "ResultPath": None,
+            "Next": "Say",
+        },
+        "Say": {"Type": "Pass", "Result": {"version": "first"}, "End": True},
+    },
+}
+
+
+@pytest.fixture
+def executing(aws_env: None) -> Iterator[Any]:
+    """An executing Step Functions with the seams installed, and a table the tasks write to."""
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        boto3.client("dynamodb", region_name=REGION).create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        moto_seams.install()
+        try:
+            yield boto3.client("stepfunctions", region_name=REGION)
+        finally:
+            moto_seams.uninstall()
+
+
+def run_to_end(sfn: Any, machine: str, name: str) -> dict[str, Any]:
+    arn = sfn.start_execution(stateMachineArn=machine, name=name, input="{}")["executionArn"]
+    deadline = time.monotonic() + 30
+    while (desc := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the execution never ended"
+        time.sleep(0.02)
+    return desc
+
+
+def test_a_definition_is_parsed_once_per_version(executing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    parses: list[str] = []
+    real_parse = AmazonStateLanguageParser.parse
+
+    def counting_parse(definition: str) -> Any:
+        parses.append(definition)
+        return real_parse(definition)
+
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(counting_parse))
+    sfn = executing
+    first = {**PUT_DEFINITION, "Comment": uuid.uuid4().hex}  # a definition no earlier test parsed
+    machine = sfn.create_state_machine(
+        name=f"seams-{uuid.uuid4().hex[:8]}", definition=json.dumps(first), roleArn=ROLE
+    )["stateMachineArn"]
+    outputs = [run_to_end(sfn, machine, f"run-{i}") for i in range(3)]
+    assert [o["status"] for o in outputs] == ["SUCCEEDED"] * 3
+    assert len(parses) == 1  # validated at create, and that parse ran all three executions
+
+    second = json.loads(json.dumps(first))
+    second["States"]["Say"]["Result"] = {"version": "second"}
+    sfn.update_state_machine(stateMachineArn=machine, definition=json.dumps(second))
+    outputs = [run_to_end(sfn, machine, f"again-{i}") for i in range(2)]
+    assert [json.loads(o["output"])["version"] for o in outputs] == ["second"] * 2  # the new version ran
+    assert len(parses) == 2
+    items = boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE)["Items"]
+    assert sorted(i["pk"]["S"] for i in items) == sorted([*(f"run-{i}" for i in range(3)), "again-0", "again-1"])
+
+    with pytest.raises(ClientError, match="in definition"):  # an invalid one is still refused, as moto does
+        sfn.create_state_machine(name="seams-bad", definition='{"StartAt": "Nowhere"}', roleArn=ROLE)
+
+
+def test_the_interpreter_builds_one_client_per_service(executing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    built: list[str] = []
+    real_client = boto_client.boto3.client
+
+    def counting_client(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("service_name", args[0] if args else "?"))
+        return real_client(*args, **kwargs)
+
+    monkeypatch.setattr(boto_client.boto3, "client", counting_client)
+    sfn = executing
+    machine = sfn.create_state_machine(
+        name=f"seams-{uuid.uuid4().hex[:8]}", definition=json.dumps(PUT_DEFINITION), roleArn=ROLE
+    )["stateMachineArn"]
+    built.clear()
+    assert [run_to_end(sfn, machine, f"c-{i}")["status"] for i in range(3)] == ["SUCCEEDED"] * 3
+    assert built.count("dynamodb") == 1  # three Task states, one client

@@ -18,11 +18,15 @@ from moto import mock_aws
 from sandbox.clock import TimeScale
 from sandbox.runtime import LambdaRuntime
 from sandbox.sqs_poller import (
+    _WAKES,
+    _WAKES_LOCK,
     SqsEventSourcePoller,
+    _Wake,
     build_sqs_event,
     native_sqs_event_sources_disabled,
     native_sqs_event_sources_disabled_now,
     parse_batch_item_failures,
+    receivable_in,
 )
 
 TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
@@ -509,3 +513,46 @@ def test_wait_until_idle_times_out_while_messages_wait_for_a_stopped_poller(reco
     poller.start()
     assert poller.wait_until_idle(timeout=5)
     assert [c["bodies"] for c in recorder.calls("sbx-sqs-quiet")] == [["nobody-home"]]
+
+
+# --------------------------------------------------------------------------- wake-on-send
+
+
+def test_receivable_in_is_the_rest_of_the_delay_and_never_negative():
+    assert receivable_in(10_500.0, 10.0) == 0.5
+    assert receivable_in(9_000.0, 10.0) == 0.0
+    assert receivable_in(0.0, 10.0) == 0.0  # never delayed
+
+
+def test_a_wake_ends_a_wait_once_a_due_time_has_come_and_consumes_it():
+    wake = _Wake()
+    wake.at(time.monotonic() - 1)  # already due
+    wake.at(time.monotonic() + 3600)  # not yet
+    wake.wait(60)  # returns for the due one (else this test would sit out the minute)
+    assert len(wake._due) == 1  # the later one is kept
+    wake.stop()
+    wake.wait(60)  # stopped: returns at once
+    assert len(wake._due) == 1
+
+
+def test_a_send_tells_the_workers_of_that_queue_when_the_message_becomes_receivable(aws):
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="woken")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    other = boto3.client("sqs", region_name=REGION).create_queue(QueueName="other")["QueueUrl"]
+    wake = _Wake()
+    with native_sqs_event_sources_disabled():
+        with _WAKES_LOCK:
+            _WAKES.setdefault(arn, set()).add(wake)
+        try:
+            sqs.send_message(QueueUrl=other, MessageBody="not for this queue")
+            assert wake._due == []
+            before = time.monotonic()
+            sqs.send_message(QueueUrl=url, MessageBody="now")
+            sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=60)
+        finally:
+            with _WAKES_LOCK:
+                _WAKES.pop(arn, None)
+    now_due, later_due = sorted(wake._due)
+    assert now_due <= time.monotonic()
+    assert later_due >= before + 55  # when the 60 s delay ends, not at once

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.ingest import Delivery, judge_delivery
+from pipeline.ingest import Delivery, candidate_run, judge_delivery
+from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import (
     ObjectVersion,
     VersionOrder,
@@ -129,3 +131,22 @@ def test_an_event_without_version_fields_has_an_empty_version() -> None:
     }
     [(_, created)] = list(objects_in(event))
     assert created.version == ObjectVersion()
+
+
+# ------------------------------------------------------------------------------- new runs
+
+
+def test_a_new_run_starts_now_shifted_by_its_attempt() -> None:
+    now = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
+    assert candidate_run("claims/", now, 0) == RunRef("claims/", "2026-11-29T20:00:00.000000Z")
+    assert candidate_run("claims/", now, 2, "2026-11-29T19:59:59.000000Z").started_at == "2026-11-29T20:00:00.000002Z"
+
+
+@given(st.datetimes(datetime(2000, 1, 1), datetime(2100, 1, 1), timezones=st.just(UTC)), st.integers(0, 4), st.integers(-10**7, 10**7))
+def test_a_new_run_always_starts_after_the_jobs_latest_run(now: datetime, attempt: int, skew_us: int) -> None:
+    """A clock behind the one that opened the latest run still opens a run after it (the open's
+    condition on the head would refuse anything else), and a later attempt never meets an earlier one."""
+    latest = format_timestamp(now + timedelta(microseconds=skew_us))
+    run = candidate_run("claims/", now, attempt, latest)
+    assert run.started_at > latest
+    assert candidate_run("claims/", now, attempt + 1, latest).started_at > run.started_at

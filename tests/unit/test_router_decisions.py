@@ -20,10 +20,12 @@ from pipeline.routing import (
     UnknownRunError,
     UnsupportedMessageVersionError,
     classify_start_failure,
+    must_wait,
     next_step,
     parse_message,
 )
 from pipeline.status import JobStatus
+from pipeline.stores.semaphore import SemaphoreState
 from pipeline.stores.tracking import RunRecord
 
 T0 = "2026-11-29T20:00:00.000000Z"
@@ -120,3 +122,19 @@ def test_parse_message_refuses_a_version_it_does_not_know() -> None:
 )
 def test_every_failure_has_a_low_cardinality_reason(error: BaseException, reason: str) -> None:
     assert failure_reason(error) == reason
+
+
+@pytest.mark.parametrize(
+    ("count", "holders", "wait"),
+    [
+        (0, {}, False),
+        (1, {"other": T0}, False),  # a slot is free
+        (2, {"other": T0, "another": T0}, True),  # every slot held by others: wait without trying
+        (2, {"claims-x": T0, "other": T0}, False),  # one is this run's: carry on under it
+        (3, {"a": T0}, True),  # a count above its holders still refuses an admission
+    ],
+)
+def test_a_message_waits_without_trying_only_when_every_slot_is_held_by_another(
+    count: int, holders: dict[str, str], wait: bool
+) -> None:
+    assert must_wait(SemaphoreState(count, holders, 1), "claims-x", 2) is wait

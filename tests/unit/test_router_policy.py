@@ -22,14 +22,22 @@ def grants_on(logical_id: str) -> list[dict[str, Any]]:
     return [s for s in router_statements() if s["Resource"] == {"Fn::GetAtt": [logical_id, "Arn"]}]
 
 
-def test_runs_are_read_updated_and_condition_checked_in_transactions() -> None:
+def test_runs_are_batch_read_updated_and_condition_checked_in_transactions() -> None:
+    """A run is read together with the semaphore item (BatchGetItem), never on its own."""
     [tracking] = grants_on("TrackingTable")
-    assert actions(tracking) == {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+    assert actions(tracking) == {"dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
 
 
-def test_the_coordination_table_is_updated_only_at_the_semaphore_item() -> None:
+def test_the_coordination_table_is_read_and_updated_only_at_the_semaphore_item() -> None:
+    """Read with the run (BatchGetItem), alone by a fenced release whose count moved (GetItem), and
+    checked by a waiting message (ConditionCheckItem)."""
     [coordination] = grants_on("CoordinationTable")
-    assert actions(coordination) == {"dynamodb:UpdateItem"}
+    assert actions(coordination) == {
+        "dynamodb:BatchGetItem",
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+    }
     assert coordination["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SEMAPHORE_KEY]}}
 
 

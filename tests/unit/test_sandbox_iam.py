@@ -586,9 +586,9 @@ def test_an_operation_the_mapping_does_not_know_fails_closed_naming_it() -> None
 def test_the_ingest_policy_of_the_template_against_its_real_calls() -> None:
     """The template's ingest statements, as deployed, decide ingest's calls (and no DeleteItem)."""
     ingest = policy(
-        allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], TABLE),
+        allow(["dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], TABLE),
         allow(
-            ["dynamodb:GetItem", "dynamodb:PutItem"],
+            ["dynamodb:BatchGetItem", "dynamodb:PutItem"],
             COORDINATION,
             Condition={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["object#*"]}},
         ),
@@ -598,6 +598,17 @@ def test_the_ingest_policy_of_the_template_against_its_real_calls() -> None:
         call = ApiCall("dynamodb", operation, params, REGION, ACCOUNT)
         return [evaluate([ingest], r).decision for r in requests_for(call, Facts(), PRINCIPAL)]
 
+    # One read of the object's claim and its job's head.
+    assert decisions(
+        "BatchGetItem",
+        RequestItems={
+            "coordination": {"Keys": [{"doc_key": s("object#in/a.txt#v1")}]},
+            "tracking": {"Keys": [{"job_id": s("a/"), "started_at": s("head")}]},
+        },
+    ) == [Decision.ALLOWED, Decision.ALLOWED]
+    assert decisions(
+        "BatchGetItem", RequestItems={"coordination": {"Keys": [{"doc_key": s("workflow_counter")}]}}
+    ) == [Decision.IMPLICIT_DENY]
     claim = {"Put": {"TableName": "coordination", "Item": {"doc_key": s("object#in/a.txt#v1")}}}
     run = {"Update": {"TableName": "tracking", "Key": {"job_id": s("a/"), "started_at": s("t")}}}
     assert decisions("TransactWriteItems", TransactItems=[run, claim]) == [Decision.ALLOWED, Decision.ALLOWED]

@@ -545,7 +545,12 @@ def test_lambda_requirements_match_the_project_dependency_ranges() -> None:
     declared = {Requirement(line).name: Requirement(line).specifier for line in project["dependencies"]}
     lines = Path(PROJECT_ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
     required = [Requirement(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    assert {r.name for r in required} == {"aws-lambda-powertools", "opentelemetry-sdk"}
+    assert {r.name for r in required} == {
+        "aws-lambda-powertools",
+        "opentelemetry-sdk",
+        "phonenumberslite",
+        "python-stdnum",
+    }
     for requirement in required:
         assert requirement.specifier == declared[requirement.name], requirement.name
 

@@ -1,0 +1,140 @@
+"""Context words around a candidate: what makes an ambiguous number (nine or ten bare digits) PII.
+
+Bare digit runs are order numbers and counters far more often than SSNs or phones, so the detector
+reports them only when the text labels them: a label just before the value on the same line
+("my ssn is", "Tel.", `"phone": `, `customer_ssn=`), or the header of the CSV column the value
+sits in. Labels are matched as words, after splitting identifiers (`customer_ssn`, `phoneNumber`).
+Pure: text in, answers out; one :class:`ContextIndex` per document caches its line structure.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from enum import StrEnum
+from functools import lru_cache
+
+# How far before a value its label may start: "Social Security No. " and `"customer_ssn": "` fit.
+WINDOW = 40
+_DELIMITERS = (",", ";", "\t", "|")
+_NOT_A_HEADER = re.compile(r"[{}\[\]:=]")
+_FIELD_MARKS = (",", ";", "|", "\t")
+LABEL_WORDS = 4  # "Social Security No." / "my ssn is": the label sits within the last few words
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_A-Za-z]+")
+
+
+class Topic(StrEnum):
+    """What a label says the value next to it is."""
+
+    PHONE = "PHONE"
+    SSN = "SSN"
+    IBAN = "IBAN"
+    CARD = "CARD"
+
+
+# Single words, or two-word phrases written "first second". One source of truth for all labels.
+CONTEXT_WORDS: dict[Topic, frozenset[str]] = {
+    Topic.PHONE: frozenset(
+        {"phone", "phones", "tel", "telephone", "telefon", "telefono", "téléphone", "mobile", "mob", "cell",
+         "cellphone", "fax", "call", "ring", "dial", "text", "whatsapp", "contact", "msisdn", "landline",
+         "portable", "handy", "ph"}
+    ),
+    Topic.SSN: frozenset({"ssn", "ssns", "social security", "socialsecurity", "socsec"}),
+    Topic.IBAN: frozenset({"iban", "ibans", "bank account", "account number"}),
+    Topic.CARD: frozenset({"card", "cards", "credit", "debit", "cc", "pan", "uatp", "visa", "mastercard",
+                           "maestro", "amex", "cardnumber"}),
+}  # fmt: skip
+
+
+def words(label: str) -> list[str]:
+    """Lower-case words of a label, identifiers split: `customer_SSN` -> customer, ssn."""
+    return [word.lower() for word in _WORD.findall(label)]
+
+
+@lru_cache(maxsize=4096)
+def mentions(label: str, topic: Topic) -> bool:
+    """Whether `label` holds one of the topic's context words (or two-word phrases)."""
+    found = words(label)
+    vocabulary = CONTEXT_WORDS[topic]
+    pairs = (f"{first} {second}" for first, second in itertools.pairwise(found))
+    return any(word in vocabulary for word in found) or any(pair in vocabulary for pair in pairs)
+
+
+class ContextIndex:
+    """Line structure of one document, computed on first use and cached for later candidates."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._line_starts: list[int] | None = None
+        self._header: dict[int, int] = {}
+
+    def _starts(self) -> list[int]:
+        if self._line_starts is None:
+            self._line_starts = [0, *(match.end() for match in re.finditer("\n", self._text))]
+        return self._line_starts
+
+    def _line(self, number: int) -> str:
+        starts = self._starts()
+        end = starts[number + 1] - 1 if number + 1 < len(starts) else len(self._text)
+        return self._text[starts[number] : end]
+
+    def _delimiter(self, line: str) -> str | None:
+        counts = [(line.count(delimiter), delimiter) for delimiter in _DELIMITERS]
+        count, delimiter = max(counts)
+        return delimiter if count else None
+
+    def _header_line(self, number: int, delimiter: str, fields: int) -> int:
+        """The first line of the run of lines with the same delimiter and field count: the header."""
+        walked: list[int] = []
+        current = number
+        while current not in self._header:
+            if current == 0:
+                self._header[0] = 0
+                break
+            previous = self._line(current - 1)
+            if previous.count(delimiter) + 1 != fields:
+                self._header[current] = current
+                break
+            walked.append(current)
+            current -= 1
+        header = self._header[current]
+        for line in walked:
+            self._header[line] = header
+        return header
+
+    def column_header(self, start: int) -> str:
+        """The header of the CSV column holding offset `start`, or '' outside a table."""
+        starts = self._starts()
+        number = bisect.bisect_right(starts, start) - 1
+        line = self._line(number)
+        delimiter = self._delimiter(line)
+        if delimiter is None:
+            return ""
+        fields = line.count(delimiter) + 1
+        header_number = self._header_line(number, delimiter, fields)
+        if header_number == number:
+            return ""  # the value is in the header itself, or the line stands alone
+        header = self._line(header_number)
+        if _NOT_A_HEADER.search(header):
+            return ""  # lines of JSON or code that happen to hold commas are no table
+        column = line.count(delimiter, 0, start - starts[number])
+        return header.split(delimiter)[column]
+
+    def labelled(self, start: int, topic: Topic) -> bool:
+        """Whether the value at `start` is labelled as `topic`: just before it, or by its column."""
+        line_start = self._text.rfind("\n", 0, start) + 1
+        before = self._text[max(line_start, start - WINDOW) : start]
+        # A label belongs to the value right after it: not across another number, a field or
+        # clause separator, or more than a few words ("SSN on file; order 123456789").
+        before = before[_last_digit_end(before) :]
+        before = before[max(before.rfind(mark) for mark in _FIELD_MARKS) + 1 :]
+        before = " ".join(before.split()[-LABEL_WORDS:])
+        return mentions(before, topic) or mentions(self.column_header(start), topic)
+
+
+def _last_digit_end(text: str) -> int:
+    for index in range(len(text) - 1, -1, -1):
+        if "0" <= text[index] <= "9":
+            return index + 1
+    return 0

@@ -1,0 +1,93 @@
+"""AWS API calls per job, counted on the sandbox (issue 11): a count, not a time, so it cannot creep back.
+
+The calls are counted on the clients the handlers use (`bench.api_calls.HandlerCallCounter`), by the
+function whose invocation made them: the sandbox's own calls (IAM enforcement, pollers, the state
+machine's interpreter) are not the handlers' and are not counted. The coordination handlers' calls
+are asserted exactly, per function and operation; the workflow's task functions (Detect, Redact,
+Finalize), which move each file's data, are outside the goal and not asserted here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from bench.api_calls import (
+    COORDINATION,
+    FOLDER_GOAL,
+    SANDBOX_PARAMETERS,
+    SINGLE_FILE_GOAL,
+    HandlerCallCounter,
+    JobCalls,
+    breakdown,
+    counting,
+    measure_capacity_wait,
+    run_job,
+)
+from pipeline.handlers import _wiring
+
+# Ingest, per file: one read (the object's claim and its job's head, one BatchGetItem) and one
+# write (the file into a run with its claim, one transaction); per run, its one message.
+# Router, per run: one read (run and semaphore), the admission (slot and freeze, one transaction),
+# the pending pointer cleared, StartExecution, the ARN recorded. Tracker, per run: the release.
+SINGLE_FILE = {
+    "IngestFunction": {"dynamodb.BatchGetItem": 1, "dynamodb.TransactWriteItems": 1, "sqs.SendMessage": 1},
+    "RouterFunction": {
+        "dynamodb.BatchGetItem": 1,
+        "dynamodb.TransactWriteItems": 1,
+        "dynamodb.UpdateItem": 2,
+        "stepfunctions.StartExecution": 1,
+    },
+    "WorkflowTrackerFunction": {"dynamodb.UpdateItem": 1},
+}
+FOLDER = {
+    **SINGLE_FILE,
+    "IngestFunction": {"dynamodb.BatchGetItem": 10, "dynamodb.TransactWriteItems": 10, "sqs.SendMessage": 1},
+}
+
+
+@pytest.fixture
+def counted_sandbox(make_sandbox) -> Iterator[tuple[object, HandlerCallCounter]]:
+    sandbox = make_sandbox(**SANDBOX_PARAMETERS)
+    with counting() as counter:
+        _wiring.reset()  # collaborators built from here on use counted clients
+        run_job(sandbox, counter, ["warmup.txt"])  # cold starts and first builds out of the way
+        yield sandbox, counter
+
+
+def coordination_calls(job: JobCalls) -> dict[str, dict[str, int]]:
+    calls: dict[str, Counter[str]] = {}
+    for (function, service, operation), n in job.counts.items():
+        logical = job.names.get(function, function)
+        if logical in COORDINATION:
+            calls.setdefault(logical, Counter())[f"{service}.{operation}"] += n
+    return {function: dict(ops) for function, ops in calls.items()}
+
+
+def assert_calls(job: JobCalls, expected: Mapping[str, Mapping[str, int]], goal: int) -> None:
+    message = f"handler calls by function and operation:\n{breakdown(job.counts, job.names)}"
+    assert job.executions == {"SUCCEEDED": 1}, message
+    assert coordination_calls(job) == expected, message
+    assert job.coordination == sum(sum(ops.values()) for ops in expected.values()) <= goal, message
+
+
+def test_a_single_file_job_costs_nine_handler_calls(counted_sandbox) -> None:
+    sandbox, counter = counted_sandbox
+    assert_calls(run_job(sandbox, counter, ["notes.txt"]), SINGLE_FILE, SINGLE_FILE_GOAL)
+
+
+def test_a_folder_of_ten_files_costs_two_calls_a_file_and_seven_a_run(counted_sandbox) -> None:
+    sandbox, counter = counted_sandbox
+    keys = [f"tenants/acme/batch-1/file-{i:02d}.txt" for i in range(10)]
+    assert_calls(run_job(sandbox, counter, keys), FOLDER, FOLDER_GOAL)
+
+
+def test_a_capacity_wait_costs_one_call_beyond_its_resend(counted_sandbox) -> None:
+    """The first wait reads run and semaphore together (ingest announced the run a lease ahead, so
+    nothing is written); each later wait is one conditional write that also renews the lease."""
+    sandbox, counter = counted_sandbox
+    wait = measure_capacity_wait(sandbox, counter, "waiting.txt", waits=3)
+    assert wait.calls == {"dynamodb.BatchGetItem": 1, "dynamodb.TransactWriteItems": 2, "sqs.SendMessage": 3}
+    assert wait.beyond_resend == 1

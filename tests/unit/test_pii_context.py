@@ -1,0 +1,63 @@
+"""Labels make ambiguous numbers PII: just before the value, in a JSON key, in a CSV column header."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.pii.context import ContextIndex, Topic, mentions, words
+
+
+def test_identifiers_are_split_into_words() -> None:
+    assert words("customer_SSN") == ["customer", "ssn"]
+    assert words("phoneNumber") == ["phone", "number"]
+    assert words("Social Security No.") == ["social", "security", "no"]
+
+
+@pytest.mark.parametrize(
+    ("label", "topic", "expected"),
+    [
+        ("my ssn is ", Topic.SSN, True),
+        ('{"customer_ssn": "', Topic.SSN, True),
+        ("Social Security No. ", Topic.SSN, True),
+        ("security deposit ", Topic.SSN, False),
+        ("Tel. ", Topic.PHONE, True),
+        ('"mobilePhone": ', Topic.PHONE, True),
+        ("hotel ", Topic.PHONE, False),  # a word containing "tel" is not the word "tel"
+        ("IBAN: ", Topic.IBAN, True),
+        ("Order ", Topic.SSN, False),
+    ],
+)
+def test_mentions_matches_whole_words_and_phrases(label: str, topic: Topic, expected: bool) -> None:
+    assert mentions(label, topic) is expected
+
+
+def _labelled(text: str, value: str, topic: Topic) -> bool:
+    return ContextIndex(text).labelled(text.index(value), topic)
+
+
+def test_a_label_just_before_the_value_counts() -> None:
+    assert _labelled("my ssn is 123456789", "123456789", Topic.SSN)
+
+
+def test_a_label_before_another_number_or_field_does_not_carry_over() -> None:
+    assert not _labelled("SSN 078-05-1120, ref 123456789", "123456789", Topic.SSN)
+    assert not _labelled("SSN on file; order 123456789", "123456789", Topic.SSN)
+    assert not _labelled("the ssn field is blank but the order id here is 123456789", "123456789", Topic.SSN)
+
+
+def test_the_csv_column_header_labels_every_row() -> None:
+    text = "name,ssn,order\nDana,123456789,555666777\nSam,234567890,111222333\n"
+    assert _labelled(text, "234567890", Topic.SSN)
+    assert not _labelled(text, "111222333", Topic.SSN)
+
+
+def test_a_table_after_prose_takes_its_own_header() -> None:
+    text = "SSN report, see below\nname;phone\nDana;4155552671\n"
+    index = ContextIndex(text)
+    assert index.column_header(text.index("4155552671")) == "phone"
+    assert not index.labelled(text.index("4155552671"), Topic.SSN)
+
+
+def test_outside_a_table_there_is_no_column_header() -> None:
+    text = "just prose 4155552671 here"
+    assert ContextIndex(text).column_header(text.index("4155552671")) == ""
