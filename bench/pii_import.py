@@ -1,6 +1,6 @@
 """What the offline PII detector costs the detect Lambda: cold import and detection time per MB.
 
-    git -C /work/main archive HEAD | tar -x -C /tmp/pii_before         # the tree before the change
+    git archive HEAD | tar -x -C /tmp/pii_before                        # the tree before the change
     .venv/bin/python -m bench.pii_import --before-root /tmp/pii_before    # vs this tree; writes the section
     .venv/bin/python -m bench.pii_import --root /tmp/other --json r.json # one tree, raw numbers only
 
