@@ -46,6 +46,13 @@ def runs_table(title: str, runs: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def _jobs_by_status(health: Mapping[str, Any]) -> str:
+    """Active runs, then the widest window's ended runs: a count the read was capped at shows "≥"."""
+    windows = health.get("recent_outcomes") or []
+    lower_bounds = set(windows[-1]["lower_bounds"]) if windows else set()
+    return ", ".join(f"{k} {'≥ ' if k in lower_bounds else ''}{v}" for k, v in health["jobs_by_status"].items()) or "-"
+
+
 def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="Health snapshot", show_header=False)
     table.add_column("what")
@@ -61,7 +68,7 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         ("active_count / max", f"{health['active_count']} / {health['max_concurrency']}"),
         ("holders", ", ".join(health["holders"]) or "-"),
         ("running executions", str(health["running_executions"])),
-        ("jobs by status", ", ".join(f"{k} {v}" for k, v in health["jobs_by_status"].items()) or "-"),
+        ("jobs by status", _jobs_by_status(health)),
     ]
     reconciler = health.get("reconciler") or {}
     last = reconciler.get("last_run")

@@ -4,13 +4,18 @@ moto stores alarms (PutMetricAlarm) but never evaluates them: a new alarm sits i
 "Unchecked: Initial alarm creation" forever, and SetAlarmState fires no action. `AlarmEngine`
 does what CloudWatch does, every virtual minute:
 
-1. Lists every alarm in moto (DescribeAlarms, metric and composite alarms).
+1. Reads every alarm (metric and composite) from moto's backend *in this process*
+   (`cloudwatch_backends[account][region].alarms`, shaped as DescribeAlarms shows them by
+   `alarm_description`): CloudWatch reads its own alarms, not through its API, and a
+   DescribeAlarms round trip every virtual minute was the engine's main cost.
 2. For each metric alarm, reads the raw datapoints of exactly its metric (namespace, name, the
-   exact dimension set, and its Unit when the alarm names one) from moto's backend *in this
-   process* (`cloudwatch_backends[account][region].metric_data`; the account is the alarm ARN's),
-   turns them into `alarms.evaluate.Sample`s and judges them with `alarms.evaluate` (see
-   `datum_samples` for how a StatisticValues datum becomes a sample).
-3. On a state change: SetAlarmState (through the sandbox's own client) with a CloudWatch-like
+   exact dimension set, and its Unit when the alarm names one) from the same backend
+   (`metric_data`, indexed as it grows; the account is the alarm ARN's), turns them into
+   `alarms.evaluate.Sample`s and judges them with `alarms.evaluate` (see `datum_samples` for how a
+   StatisticValues datum becomes a sample). A verdict depends only on the alarm, its state, its
+   metric's datapoints and the evaluation window (whole periods): an alarm none of which changed
+   since its last evaluation is not judged again (its verdict would be the same).
+3. On a state change: moto's SetAlarmState (its backend's, as step 1) with a CloudWatch-like
    StateReason and StateReasonData, then publishes CloudWatch's alarm notification (the
    documented SNS message: AlarmName, ..., Trigger{...}; Subject `ALARM: "name" in US East (N.
    Virginia)`) to every SNS topic among the new state's actions (AlarmActions, OKActions,
@@ -342,10 +347,74 @@ def _dimension_key(dimensions: Iterable[Any]) -> frozenset[tuple[str, str]]:
     return frozenset((str(d.name), str(d.value)) for d in dimensions)
 
 
-def _metric_data(account_id: str, region: str) -> list[Any]:
+def _backend(account_id: str, region: str) -> Any:
     from moto.cloudwatch.models import cloudwatch_backends
 
-    return list(cloudwatch_backends[account_id][region].metric_data)
+    return cloudwatch_backends[account_id][region]
+
+
+MetricKey = tuple[str, str, str, frozenset[tuple[str, str]]]  # (account, namespace, name, dimensions)
+
+
+class _MetricIndex:
+    """moto's datapoints of one account and region by metric, indexed as the list grows.
+
+    moto only ever appends to `metric_data`; a new list (a reset backend) or a shorter one is
+    indexed again from the start.
+    """
+
+    def __init__(self, account_id: str) -> None:
+        self.account_id = account_id
+        self._source: Any = None
+        self._seen = 0
+        self.by_metric: dict[MetricKey, list[Any]] = {}
+
+    def update(self, data: list[Any]) -> None:
+        if data is not self._source or len(data) < self._seen:
+            self._source, self._seen, self.by_metric = data, 0, {}
+        fresh = data[self._seen :]
+        self._seen += len(fresh)
+        for datum in fresh:
+            key = (self.account_id, datum.namespace, datum.name, _dimension_key(datum.dimensions))
+            self.by_metric.setdefault(key, []).append(datum)
+
+
+def alarm_description(alarm: Any) -> dict[str, Any]:
+    """A moto `Alarm` as DescribeAlarms lists it (the members the engine reads; None left out)."""
+    view: dict[str, Any] = {
+        "AlarmName": alarm.name,
+        "AlarmArn": alarm.alarm_arn,
+        "AlarmDescription": alarm.description,
+        "AlarmConfigurationUpdatedTimestamp": alarm.configuration_updated_timestamp,
+        "ActionsEnabled": alarm.actions_enabled,
+        "OKActions": list(alarm.ok_actions or []),
+        "AlarmActions": list(alarm.alarm_actions or []),
+        "InsufficientDataActions": list(alarm.insufficient_data_actions or []),
+        "StateValue": alarm.state_value,
+        "StateReason": alarm.state_reason,
+        "StateReasonData": alarm.state_reason_data,
+        "StateUpdatedTimestamp": alarm.state_updated_timestamp,
+    }
+    if alarm.rule is not None:
+        view["AlarmRule"] = alarm.rule
+    else:
+        view |= {
+            "MetricName": alarm.metric_name,
+            "Namespace": alarm.namespace,
+            "Statistic": alarm.statistic,
+            "ExtendedStatistic": alarm.extended_statistic,
+            "Dimensions": [{"Name": d.name, "Value": d.value} for d in alarm.dimensions],
+            "Period": alarm.period,
+            "Unit": alarm.unit,
+            "EvaluationPeriods": alarm.evaluation_periods,
+            "DatapointsToAlarm": alarm.datapoints_to_alarm,
+            "Threshold": alarm.threshold,
+            "ComparisonOperator": alarm.comparison_operator,
+            "TreatMissingData": alarm.treat_missing_data,
+            "EvaluateLowSampleCountPercentile": alarm.evaluate_low_sample_count_percentile,
+            "Metrics": [{"Id": query.id} for query in alarm.metric_data_queries] or None,
+        }
+    return {key: value for key, value in view.items() if value is not None}
 
 
 # --------------------------------------------------------------------------- moto seam
@@ -464,18 +533,23 @@ class AlarmEngine:
         clock: Callable[[], datetime] | None = None,
         origin: datetime | None = None,
         history: int = 1000,
+        account_id: str | None = None,
     ) -> None:
+        from moto.core import DEFAULT_ACCOUNT_ID
+
         install_composite_alarm_api()  # the engine evaluates composites: let them be created
         self.region = region
+        self.account_id = account_id or DEFAULT_ACCOUNT_ID
         self.time_scale = time_scale or TimeScale(1.0)
         self.interval = self.time_scale.scale(VIRTUAL_MINUTE) if interval is None else float(interval)
         self.clock = clock or (lambda: datetime.now(UTC))
         self.origin = _utc(origin or self.clock())
         self.transitions: deque[Transition] = deque(maxlen=history)  # newest last
-        self._cloudwatch = sandbox_client("cloudwatch", region, endpoint_url)
         self._sns = sandbox_client("sns", region, endpoint_url)
         self._known: dict[str, AlarmState] = {}  # the state the engine last gave each alarm
         self._told: set[tuple[str, str]] = set()  # (alarm, what) already logged at INFO
+        self._indexes: dict[str, _MetricIndex] = {}  # account -> its datapoints by metric
+        self._judged: dict[str, tuple[Any, ...]] = {}  # alarm -> what its last verdict depended on
         self._pass_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -518,6 +592,7 @@ class AlarmEngine:
             metric_alarms, composite_alarms = self._describe_alarms()
             present = {a["AlarmName"] for a in metric_alarms + composite_alarms}
             self._known = {name: state for name, state in self._known.items() if name in present}
+            self._judged = {name: basis for name, basis in self._judged.items() if name in present}
             children: dict[str, _Child] = {
                 a["AlarmName"]: _Child(a["AlarmArn"], self._current(a)[0], _utc(a["StateUpdatedTimestamp"]))
                 for a in metric_alarms + composite_alarms
@@ -529,11 +604,15 @@ class AlarmEngine:
                 rule = rules[alarm["AlarmName"]]
                 if rule is None:
                     continue
+                basis = self._basis(alarm, rule, data, now)
+                if self._judged.get(alarm["AlarmName"]) == basis:
+                    continue  # nothing its verdict depends on changed: the same verdict, no effect
                 try:
                     transition = self._evaluate_metric_alarm(alarm, rule, data, now, now_real)
                 except Exception:
                     LOG.warning("alarm %s: evaluation failed", alarm["AlarmName"], exc_info=True)
                     continue
+                self._judged[alarm["AlarmName"]] = self._basis(self._reread(alarm), rule, data, now)
                 child = children[alarm["AlarmName"]]
                 child.state = self._known.get(alarm["AlarmName"], child.state)
                 if transition is not None:
@@ -554,13 +633,39 @@ class AlarmEngine:
             return made
 
     def _describe_alarms(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(metric alarms, composite alarms) of the engine's account and region, from the backend."""
         metric: list[dict[str, Any]] = []
         composite: list[dict[str, Any]] = []
-        paginator = self._cloudwatch.get_paginator("describe_alarms")
-        for page in paginator.paginate(AlarmTypes=["MetricAlarm", "CompositeAlarm"]):
-            metric.extend(page.get("MetricAlarms", []))
-            composite.extend(page.get("CompositeAlarms", []))
+        for alarm in list(_backend(self.account_id, self.region).alarms.values()):
+            (metric if alarm.rule is None else composite).append(alarm_description(alarm))
         return metric, composite
+
+    def _reread(self, alarm: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The alarm as it is now (after the pass set its state), or as it was if it is gone."""
+        found = _backend(self.account_id, self.region).alarms.get(alarm["AlarmName"])
+        return alarm_description(found) if found is not None else alarm
+
+    def _basis(
+        self,
+        alarm: Mapping[str, Any],
+        rule: AlarmRule,
+        data: Mapping[MetricKey, list[Any]],
+        now: datetime,
+    ) -> tuple[Any, ...]:
+        """Everything an alarm's verdict depends on: its definition and state (every member), its
+        metric's datapoints (moto only appends them: their count tells a change) and, when it has
+        any, the evaluation window (whole periods, so it moves once a period; with no datapoint at
+        all every window holds none)."""
+        account = alarm["AlarmArn"].split(":")[4]
+        dimensions = frozenset((d["Name"], d["Value"]) for d in alarm.get("Dimensions", []))
+        key = (account, alarm.get("Namespace", ""), alarm.get("MetricName", ""), dimensions)
+        count = len(data.get(key, ()))
+        return (
+            repr(sorted(alarm.items())),
+            self._known.get(alarm["AlarmName"]),
+            evaluation_window(rule, now) if count else None,
+            count,
+        )
 
     def _tell_once(self, alarm: str, what: str, message: str, *args: Any) -> None:
         if (alarm, what) not in self._told:
@@ -592,21 +697,18 @@ class AlarmEngine:
 
     def _read_metrics(
         self, alarms: Sequence[Mapping[str, Any]], rules: Mapping[str, AlarmRule | None]
-    ) -> dict[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]]:
+    ) -> dict[MetricKey, list[Any]]:
         """Datums of the metrics the evaluable alarms watch: (account, namespace, name, dims) ->."""
-        wanted: dict[str, set[tuple[str, str]]] = {}
-        for alarm in alarms:
-            if rules.get(alarm["AlarmName"]) is not None:
-                account = alarm["AlarmArn"].split(":")[4]
-                wanted.setdefault(account, set()).add(
-                    (alarm.get("Namespace", ""), alarm.get("MetricName", ""))
-                )
-        found: dict[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]] = {}
-        for account, metrics in wanted.items():
-            for datum in _metric_data(account, self.region):
-                if (datum.namespace, datum.name) in metrics:
-                    key = (account, datum.namespace, datum.name, _dimension_key(datum.dimensions))
-                    found.setdefault(key, []).append(datum)
+        accounts = {
+            alarm["AlarmArn"].split(":")[4] for alarm in alarms if rules.get(alarm["AlarmName"]) is not None
+        }
+        found: dict[MetricKey, list[Any]] = {}
+        for account in accounts:
+            index = self._indexes.get(account)
+            if index is None:
+                index = self._indexes[account] = _MetricIndex(account)
+            index.update(_backend(account, self.region).metric_data)
+            found.update(index.by_metric)
         return found
 
     def _samples(
@@ -771,11 +873,9 @@ class AlarmEngine:
     # -- effects ------------------------------------------------------------------------------
 
     def _set_state(self, name: str, state: AlarmState, reason: str, reason_data: str) -> None:
-        self._cloudwatch.set_alarm_state(
-            AlarmName=name,
-            StateValue=state.value,
-            StateReason=reason[:STATE_REASON_MAX],
-            StateReasonData=reason_data,
+        """What SetAlarmState does, in the backend: CloudWatch moves its own alarms internally."""
+        _backend(self.account_id, self.region).set_alarm_state(
+            name, reason[:STATE_REASON_MAX], reason_data, state.value
         )
 
     def _notify(

@@ -5,8 +5,10 @@ dashboard on Lambda errors or failed executions would read nothing in the sandbo
 publisher listens to the two places that see what AWS would count -- the Lambda runtime (every
 invocation's start and end, `LambdaRuntime.add_listener`) and the Step Functions status watcher
 (every execution's status change, `status_events.add_status_listener`) -- and puts the metrics
-AWS would put, with AWS's names, dimensions and units, through the sandbox's own CloudWatch
-client (`sandbox_client`: no IAM check, not held by a served sandbox's readiness gate).
+AWS would put, with AWS's names, dimensions and units, straight into the in-process moto's
+CloudWatch backend (`emf.put_in_process`: AWS's services publish their metrics internally, not
+through PutMetricData; a boto3 round trip per batch cost CPU the handlers share). A publisher
+given a `cloudwatch=` client (tests) calls PutMetricData on it instead.
 
 AWS/Lambda, dimension FunctionName (the deployed function name), per invocation:
 - Invocations (Count, 1), Errors (Count, 1 if the invocation ended in a function error: an
@@ -49,8 +51,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sandbox import status_events
-from sandbox.clients import sandbox_client
+from sandbox import emf, status_events
 from sandbox.runtime import InvocationRecord, LambdaRuntime
 
 LOG = logging.getLogger("sandbox.aws_metrics")
@@ -138,11 +139,16 @@ class AwsMetricsPublisher:
         endpoint_url: str | None = None,
         cloudwatch: Any = None,
         watch_executions: bool = True,
+        account_id: str | None = None,
     ) -> None:
+        from moto.core import DEFAULT_ACCOUNT_ID
+
         self.runtime = runtime
         self.region = region
+        self.account_id = account_id or DEFAULT_ACCOUNT_ID
         self.watch_executions = watch_executions
-        self._cloudwatch = cloudwatch or sandbox_client("cloudwatch", region, endpoint_url)
+        # endpoint_url is accepted for symmetry with the other parts: the backend is in this process.
+        self._cloudwatch = cloudwatch  # None: the in-process backend
         self._queue: queue.Queue[Any] = queue.Queue()
         self._running: dict[str, int] = {}  # function name -> invocations in flight
         self._running_lock = threading.Lock()
@@ -275,7 +281,10 @@ class AwsMetricsPublisher:
         for batch in _chunks(data, MAX_DATUMS_PER_CALL):
             ok = False
             try:
-                self._cloudwatch.put_metric_data(Namespace=namespace, MetricData=batch)
+                if self._cloudwatch is not None:
+                    self._cloudwatch.put_metric_data(Namespace=namespace, MetricData=batch)
+                else:
+                    emf.put_in_process(namespace, batch, account_id=self.account_id, region=self.region)
                 ok = True
             except Exception:  # never let the publisher die, never reach a handler
                 LOG.warning("could not publish %d %s metric datums", len(batch), namespace, exc_info=True)

@@ -21,9 +21,9 @@ changes an item in place through `UpdateExpressionExecutor.execute` or
 A transaction's rollback puts back a copy of the table (a new object, with no cache). moto does not
 expire items by TTL, so that is no write path.
 
-Counted installs, as in `sandbox.moto_seams`; install after anything whose patches this stacks on
-and uninstall before it (last on, first off). A wrapper left in place by a patch stacked on top of
-it passes straight through once uninstalled. `moto_walk()` answers the current thread's Queries
+Counted installs (`sandbox.patches`); install after anything whose patches this stacks on and
+uninstall before it (last on, first off). A wrapper left in place by a patch stacked on top of it
+passes straight through once uninstalled. `moto_walk()` answers the current thread's Queries
 with moto's own walk of the table (the differential test's and the benchmark's reference).
 """
 
@@ -39,9 +39,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass
 from typing import Any
 
-_INSTALL_LOCK = threading.Lock()
-_installs = 0
-_originals: dict[tuple[Any, str], Any] = {}
+from sandbox.patches import CountedPatches, Patch
+
 _walk = threading.local()
 _in_place_updates = itertools.count()  # next() is atomic: bumped by every in-place item update
 _update_epoch = 0
@@ -336,7 +335,7 @@ def _query(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def query(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _installs or getattr(_walk, "on", False):
+        if not _PATCHES.installed or getattr(_walk, "on", False):
             return original(self, *args, **kwargs)
         candidates = _candidates(self, signature.bind(self, *args, **kwargs).arguments)
         if candidates is None:
@@ -385,50 +384,37 @@ def moto_walk() -> Iterator[None]:
 # --------------------------------------------------------------------------- install
 
 
-def _patches() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
-    """(owner, attribute, wrapper factory) for every patch; the owners are moto's own."""
+def _patches() -> list[Patch]:
+    """Every patch of this seam; the owners are moto's own."""
     from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 
     return [
-        (Table, "query", _query),
-        (Table, "put_item", _item_write),
-        (Table, "delete_item", _item_write),
-        (UpdateExpressionExecutor, "execute", _in_place_update),
-        (Item, "update_with_attribute_updates", _in_place_update),
+        Patch(Table, "query", _query),
+        Patch(Table, "put_item", _item_write),
+        Patch(Table, "delete_item", _item_write),
+        Patch(UpdateExpressionExecutor, "execute", _in_place_update),
+        Patch(Item, "update_with_attribute_updates", _in_place_update),
     ]
+
+
+def _drop_caches() -> None:
+    with _CACHES_LOCK:
+        _caches.clear()
+
+
+_PATCHES = CountedPatches(_patches, marker="__pipeops_seam__", after_uninstall=_drop_caches)
 
 
 def install() -> None:
     """Install the seam (counted: one uninstall per install)."""
-    global _installs
-    with _INSTALL_LOCK:
-        _installs += 1
-        if _installs > 1:
-            return
-        for owner, name, wrap in _patches():
-            original = owner.__dict__[name]
-            _originals[(owner, name)] = original
-            wrapped = wrap(original)
-            wrapped.__pipeops_seam__ = True  # type: ignore[attr-defined]
-            setattr(owner, name, wrapped)
+    _PATCHES.install()
 
 
 def uninstall() -> None:
-    global _installs
-    with _INSTALL_LOCK:
-        if _installs == 0:
-            return
-        _installs -= 1
-        if _installs:
-            return
-        for (owner, name), original in _originals.items():
-            setattr(owner, name, original)
-        _originals.clear()
-        with _CACHES_LOCK:
-            _caches.clear()
+    _PATCHES.uninstall()
 
 
 def installed() -> bool:
-    return _installs > 0
+    return _PATCHES.installed

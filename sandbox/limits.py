@@ -32,8 +32,7 @@ values in UTF-8, numbers by significant digits, 3 bytes per list or map plus 1 p
   TransactWriteItems either cancels the transaction (TransactionCanceledException, reason code
   ValidationError) and writes nothing, as on AWS.
 
-Counted installs (one uninstall per install), originals restored by the last uninstall, as in
-`sandbox.moto_seams`. Install after `moto_seams.install()` and uninstall before
+Counted installs (`sandbox.patches`: one uninstall per install, originals restored by the last). Install after `moto_seams.install()` and uninstall before
 `moto_seams.uninstall()` (patches stack: the last one on must be the first one off). A wrapper
 left in place by a patch stacked on top of it does nothing once uninstalled.
 """
@@ -49,6 +48,8 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from sandbox.patches import CountedPatches, Patch
+
 # AWS's numbers.
 MAX_PAYLOAD_BYTES = 256 * 1024  # Step Functions: execution input, state input and output
 MAX_ITEM_BYTES = 400 * 1024  # DynamoDB: one item
@@ -56,10 +57,6 @@ DATA_LIMIT_EXCEEDED = "States.DataLimitExceeded"
 PUT_TOO_LARGE = "Item size has exceeded the maximum allowed size"
 UPDATE_TOO_LARGE = "Item size to update has exceeded the maximum allowed size"
 
-_INSTALL_LOCK = threading.Lock()
-_installs = 0
-# (owner, attribute name) -> original attribute
-_originals: dict[tuple[Any, str], Any] = {}
 _in_transaction = threading.local()
 
 
@@ -184,7 +181,7 @@ def _iteration_error_name(error_name: str) -> Any:
         StatesErrorNameType,
     )
 
-    if _installs and str(error_name).startswith("States."):
+    if _PATCHES.count and str(error_name).startswith("States."):
         try:
             return StatesErrorName(typ=StatesErrorNameType.from_name(error_name))
         except ValueError:
@@ -195,7 +192,7 @@ def _iteration_error_name(error_name: str) -> Any:
 def _check_state_input(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def eval_body(self: Any, env: Any) -> Any:
-        if _installs and not is_within_size_quota(env.states.get_input()):
+        if _PATCHES.count and not is_within_size_quota(env.states.get_input()):
             raise _data_limit_exceeded(self, env, "received")
         return original(self, env)
 
@@ -209,7 +206,7 @@ def _error_equals(original: Callable[..., Any]) -> Callable[..., Any]:
     def eval_body(self: Any, env: Any) -> Any:
         error_name = env.stack[-1] if env.stack else None
         original(self, env)
-        if not _installs or getattr(error_name, "error_name", None) != DATA_LIMIT_EXCEEDED:
+        if not _PATCHES.count or getattr(error_name, "error_name", None) != DATA_LIMIT_EXCEEDED:
             return None
         listed = {getattr(name, "error_name", None) for name in self.error_names}
         if DATA_LIMIT_EXCEEDED not in listed:
@@ -223,7 +220,7 @@ def _start_execution(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def start_execution(self: Any, state_machine_arn: str, *args: Any, **kwargs: Any) -> Any:
         execution_input = kwargs.get("execution_input", args[1] if len(args) > 1 else None)
-        if _installs and execution_input is not None and payload_size(execution_input) > MAX_PAYLOAD_BYTES:
+        if _PATCHES.count and execution_input is not None and payload_size(execution_input) > MAX_PAYLOAD_BYTES:
             from moto.stepfunctions.exceptions import ValidationException
 
             raise ValidationException(
@@ -254,7 +251,7 @@ def _too_large(message: str) -> Exception:
 def _put_item(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def put_item(self: Any, item_attrs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if _installs and item_size(item_attrs) > MAX_ITEM_BYTES:
+        if _PATCHES.count and item_size(item_attrs) > MAX_ITEM_BYTES:
             raise _too_large(PUT_TOO_LARGE)
         return original(self, item_attrs, *args, **kwargs)
 
@@ -267,7 +264,7 @@ def _execute_update(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def execute(self: Any, node: Any = None) -> Any:
-        if node is not None or not _installs:
+        if node is not None or not _PATCHES.count:
             return original(self, node)
         from moto.dynamodb.exceptions import ItemSizeTooLarge
 
@@ -293,7 +290,7 @@ def _attribute_set(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def setitem(self: Any, key: str, value: Any) -> None:
-        if _installs:
+        if _PATCHES.count:
             dict.__setitem__(self, key, value)
         else:
             original(self, key, value)
@@ -316,8 +313,8 @@ def _transact_write_items(original: Callable[..., Any]) -> Callable[..., Any]:
 # --------------------------------------------------------------------------- install
 
 
-def _patches() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
-    """(owner, attribute, wrapper factory) for every patch; the owners are moto's own."""
+def _class_patches() -> list[Patch]:
+    """Every wrapper of a moto method; the owners are moto's own."""
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
     from moto.dynamodb.models.table import Table
@@ -328,19 +325,19 @@ def _patches() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[.
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
     return [
-        (StepFunctionBackend, "start_execution", _start_execution),
-        (StepFunctionsParserBackend, "start_execution", _start_execution),
-        (CommonStateField, "_eval_body", _check_state_input),
-        (ErrorEqualsDecl, "_eval_body", _error_equals),
-        (Table, "put_item", _put_item),
-        (UpdateExpressionExecutor, "execute", _execute_update),
-        (LimitedSizeDict, "__setitem__", _attribute_set),
-        (DynamoDBBackend, "transact_write_items", _transact_write_items),
+        Patch(StepFunctionBackend, "start_execution", _start_execution),
+        Patch(StepFunctionsParserBackend, "start_execution", _start_execution),
+        Patch(CommonStateField, "_eval_body", _check_state_input),
+        Patch(ErrorEqualsDecl, "_eval_body", _error_equals),
+        Patch(Table, "put_item", _put_item),
+        Patch(UpdateExpressionExecutor, "execute", _execute_update),
+        Patch(LimitedSizeDict, "__setitem__", _attribute_set),
+        Patch(DynamoDBBackend, "transact_write_items", _transact_write_items),
     ]
 
 
-def _module_patches() -> list[tuple[Any, str, Any]]:
-    """(module, global name, replacement): the modules that imported moto's `is_within_size_quota`
+def _module_patches() -> list[Patch]:
+    """Module globals replaced: the modules that imported moto's `is_within_size_quota`
     by name (each gets AWS's bound), and the Map item worker's error naming."""
     from moto.stepfunctions.parser.asl.component.state import state
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import iteration_worker
@@ -348,43 +345,32 @@ def _module_patches() -> list[tuple[Any, str, Any]]:
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service
 
     return [
-        (state, "is_within_size_quota", is_within_size_quota),
-        (state_task_lambda, "is_within_size_quota", is_within_size_quota),
-        (state_task_service, "is_within_size_quota", is_within_size_quota),
-        (iteration_worker, "CustomErrorName", _iteration_error_name),
+        Patch(state, "is_within_size_quota", _replaced_by(is_within_size_quota)),
+        Patch(state_task_lambda, "is_within_size_quota", _replaced_by(is_within_size_quota)),
+        Patch(state_task_service, "is_within_size_quota", _replaced_by(is_within_size_quota)),
+        Patch(iteration_worker, "CustomErrorName", _replaced_by(_iteration_error_name)),
     ]
+
+
+def _replaced_by(replacement: Any) -> Callable[[Any], Any]:
+    return lambda _original: replacement
+
+
+def _patches() -> list[Patch]:
+    return [*_class_patches(), *_module_patches()]
+
+
+_PATCHES = CountedPatches(_patches, marker="__pipeops_limit__")
 
 
 def install() -> None:
     """Enforce AWS's size limits in moto (counted: one uninstall per install)."""
-    global _installs
-    with _INSTALL_LOCK:
-        _installs += 1
-        if _installs > 1:
-            return
-        for owner, name, wrap in _patches():
-            original = owner.__dict__[name]
-            _originals[(owner, name)] = original
-            wrapped = wrap(original)
-            wrapped.__pipeops_limit__ = True  # type: ignore[attr-defined]
-            setattr(owner, name, wrapped)
-        for module, name, replacement in _module_patches():
-            _originals[(module, name)] = getattr(module, name)
-            setattr(module, name, replacement)
+    _PATCHES.install()
 
 
 def uninstall() -> None:
-    global _installs
-    with _INSTALL_LOCK:
-        if _installs == 0:
-            return
-        _installs -= 1
-        if _installs:
-            return
-        for (owner, name), original in _originals.items():
-            setattr(owner, name, original)
-        _originals.clear()
+    _PATCHES.uninstall()
 
 
 def installed() -> bool:
-    return _installs > 0
+    return _PATCHES.installed

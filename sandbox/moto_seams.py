@@ -11,7 +11,7 @@ one semaphore item left `active_count` at -1 with no holder. One re-entrant lock
 backend's item reads and writes makes every item operation (and a whole transaction) atomic,
 as on AWS, so the sandbox never manufactures drift that the reconciler would then "find".
 
-Two more seams make moto's ASL interpreter cheaper without changing what it does (measured by
+Three more seams make moto's ASL interpreter cheaper without changing what it does (measured by
 bench/sandbox_ratio.py: together they were about 45% of the sandbox's CPU):
 - The parsed definition is cached per state machine version. moto parses the whole ASL with an
   ANTLR parser at every `start_execution` (`ExecutionWorker._get_evaluation_entrypoint`), although
@@ -25,8 +25,15 @@ bench/sandbox_ratio.py: together they were about 45% of the sandbox's CPU):
   moto builds a new client (~4 ms) for every Task state (`boto_client_for`, imported by name into
   each task module); boto3 clients are thread-safe. moto's function ignores the task's credentials
   (every client it builds signs as "ak"), so the reused client is the one it would have built.
-  The parsed programs outlive an uninstall (the next sandbox in the process starts executions of the
-  same definitions); the clients do not.
+- One parse per JSONPath. jsonpath-ng's `parse` builds a new PLY parser for every path the
+  interpreter evaluates (~0.7 ms each, about 12% of the sandbox's CPU); a parsed path is
+  immutable, so executions share it (0.008 ms).
+The parsed programs and paths outlive an uninstall (the next sandbox in the process starts
+executions of the same definitions); the clients do not.
+
+And one for a race: moto lists a new execution before it sets its status, so a ListExecutions
+during a StartExecution raised AttributeError; an execution without a status reads RUNNING, as an
+execution that exists always is on AWS.
 
 And one for start-up: moto's CloudFormation reads every template body with PyYAML's pure-Python
 loader first (`Stack.parse_template`), JSON included -- about 2.5 s for this project's transformed
@@ -39,10 +46,11 @@ from __future__ import annotations
 import collections
 import functools
 import json
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from sandbox.patches import CountedPatches, Patch
 
 # The item reads and writes of moto.dynamodb.models.DynamoDBBackend (batch and PartiQL
 # operations go through these per item; transact_write_items holds the lock for the whole set).
@@ -73,10 +81,6 @@ _CLIENT_MODULE_PREFIX = "moto.stepfunctions.parser."
 PARSED_CACHE_SIZE = 64
 
 _DYNAMODB_LOCK = threading.RLock()
-_INSTALL_LOCK = threading.Lock()
-_originals: dict[str, Callable[..., Any]] = {}
-_installs = 0
-_client_module_names: list[str] = []
 
 
 def _atomic(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -185,7 +189,7 @@ def _client_modules() -> list[Any]:
     import moto.stepfunctions.parser as parser_package
     from moto.stepfunctions.parser.asl.utils import boto_client
 
-    original = _originals.get("boto_client_for", boto_client.boto_client_for)
+    original = boto_client.boto_client_for  # the module's own: patches replace only the importers'
     root = Path(parser_package.__file__).parent
     modules = []
     for path in sorted(root.rglob("*.py")):
@@ -212,76 +216,101 @@ def _json_first(original: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse_template
 
 
-def install() -> None:
-    """Install every seam of this module (counted: one uninstall per install)."""
-    global _installs
+JSONPATH_CACHE_SIZE = 1024
+
+
+def _parsed_once(original: Callable[[str], Any]) -> Callable[[str], Any]:
+    """jsonpath-ng's `parse` builds a new PLY parser for every path moto's interpreter evaluates
+    (each InputPath, Parameters `.$` field, ResultSelector, ResultPath: about 12% of the sandbox's
+    CPU). A workflow has a fixed set of paths, and a parsed path is an immutable tree that `find`
+    and `update_or_create` only read, so executions share one parse per path."""
+    cached = functools.lru_cache(maxsize=JSONPATH_CACHE_SIZE)(original)
+
+    @functools.wraps(original)
+    def parse(path: str) -> Any:
+        return cached(path)
+
+    return parse
+
+
+def _running_while_starting(original: property) -> property:
+    """moto appends a new execution to its machine's list before `start()` sets its status, so a
+    ListExecutions in that window raised AttributeError ('NoneType' has no 'value'); on AWS an
+    execution that exists is RUNNING (StartExecution is one step)."""
+    from moto.stepfunctions.parser.api import ExecutionStatus
+
+    def status(execution: Any) -> Any:
+        if execution.exec_status is None:
+            return ExecutionStatus.RUNNING.value
+        return original.fget(execution)  # type: ignore[misc]
+
+    status.__pipeops_seam__ = True  # type: ignore[attr-defined]
+    return property(status)
+
+
+def _patches() -> list[Patch]:
+    """Every seam of this module; the owners are moto's own."""
     from moto.cloudformation.models import Stack
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.responses import DynamoHandler
-    from moto.stepfunctions.parser.asl.utils import boto_client
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import boto_client, json_path
+    from moto.stepfunctions.parser.backend.execution import Execution
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
-    with _INSTALL_LOCK:
-        _installs += 1
-        if _installs > 1:
-            return
-        _originals["parse_template"] = Stack.__dict__["parse_template"]  # a staticmethod
-        Stack.parse_template = staticmethod(_json_first(_originals["parse_template"].__func__))
-        for name in DYNAMODB_ITEM_OPERATIONS:
-            _originals[name] = DynamoDBBackend.__dict__[name]
-            setattr(DynamoDBBackend, name, _atomic(_originals[name]))
-        for name in DYNAMODB_REQUEST_OPERATIONS:
-            _originals[f"handler.{name}"] = DynamoHandler.__dict__[name]
-            setattr(DynamoHandler, name, _atomic(_originals[f"handler.{name}"]))
-        _originals["entrypoint"] = ExecutionWorker.__dict__["_get_evaluation_entrypoint"]
-        ExecutionWorker._get_evaluation_entrypoint = _cached_entrypoint  # type: ignore[method-assign]
-        _originals["validate"] = StepFunctionsParserBackend.__dict__["_validate_definition"]  # a staticmethod
-        StepFunctionsParserBackend._validate_definition = staticmethod(  # type: ignore[method-assign]
-            _validated_once(_originals["validate"].__func__)
-        )
-        _originals["boto_client_for"] = boto_client.boto_client_for
-        reused = _reused_client(boto_client.boto_client_for)
-        for module in _client_modules():
-            _client_module_names.append(module.__name__)
-            module.boto_client_for = reused
-        from sandbox import dynamodb_query  # Query handed only its partition: last on, first off
+    reused = _reused_client(boto_client.boto_client_for)
+    return [
+        Patch(Stack, "parse_template", lambda original: staticmethod(_json_first(original.__func__))),
+        *(Patch(DynamoDBBackend, name, _atomic) for name in DYNAMODB_ITEM_OPERATIONS),
+        *(Patch(DynamoHandler, name, _atomic) for name in DYNAMODB_REQUEST_OPERATIONS),
+        Patch(ExecutionWorker, "_get_evaluation_entrypoint", lambda _original: _cached_entrypoint),
+        Patch(Execution, "status", _running_while_starting),
+        Patch(json_path, "parse", _parsed_once),
+        Patch(result_path, "parse", _parsed_once),
+        Patch(
+            StepFunctionsParserBackend,
+            "_validate_definition",
+            lambda original: staticmethod(_validated_once(original.__func__)),
+        ),
+        *(Patch(module, "boto_client_for", lambda _original: reused) for module in _client_modules()),
+    ]
 
-        dynamodb_query.install()
+
+def _install_query_seam() -> None:
+    from sandbox import dynamodb_query  # Query handed only its partition: last on, first off
+
+    dynamodb_query.install()
+
+
+def _uninstall_query_seam() -> None:
+    from sandbox import dynamodb_query
+
+    dynamodb_query.uninstall()
+
+
+def _drop_clients() -> None:
+    with _CLIENTS_LOCK:
+        _CLIENTS.clear()
+
+
+_PATCHES = CountedPatches(
+    _patches,
+    marker="__pipeops_seam__",
+    after_install=_install_query_seam,
+    before_uninstall=_uninstall_query_seam,
+    after_uninstall=_drop_clients,
+)
+
+
+def install() -> None:
+    """Install every seam of this module (counted: one uninstall per install)."""
+    _PATCHES.install()
 
 
 def uninstall() -> None:
-    global _installs
-    from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.responses import DynamoHandler
-
-    with _INSTALL_LOCK:
-        if _installs == 0:
-            return
-        _installs -= 1
-        if _installs:
-            return
-        from sandbox import dynamodb_query
-
-        dynamodb_query.uninstall()
-        from moto.cloudformation.models import Stack
-        from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
-        from moto.stepfunctions.parser.models import StepFunctionsParserBackend
-
-        Stack.parse_template = _originals["parse_template"]
-        for name in DYNAMODB_ITEM_OPERATIONS:
-            setattr(DynamoDBBackend, name, _originals[name])
-        for name in DYNAMODB_REQUEST_OPERATIONS:
-            setattr(DynamoHandler, name, _originals[f"handler.{name}"])
-        ExecutionWorker._get_evaluation_entrypoint = _originals["entrypoint"]  # type: ignore[method-assign]
-        StepFunctionsParserBackend._validate_definition = _originals["validate"]  # type: ignore[method-assign]
-        for module_name in _client_module_names:
-            sys.modules[module_name].boto_client_for = _originals["boto_client_for"]  # type: ignore[attr-defined]
-        _client_module_names.clear()
-        _originals.clear()
-        with _CLIENTS_LOCK:
-            _CLIENTS.clear()
+    _PATCHES.uninstall()
 
 
 def installed() -> bool:
-    return _installs > 0
+    return _PATCHES.installed

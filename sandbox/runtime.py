@@ -28,9 +28,12 @@ One invocation:
    exception becomes `{"errorMessage", "errorType": <bare class name>, "requestId", "stackTrace"}`.
 5. START / captured lines / [ERROR] / END / REPORT go to CloudWatch Logs `/aws/lambda/<name>`
    (stream `YYYY/MM/DD/[$LATEST]<hex>`, one per concurrently busy "execution environment"), and
-   every EMF line becomes CloudWatch metrics (`sandbox.emf`). Both through boto3 clients made once
-   per region with the runtime's endpoint, so this works in-process under `mock_aws` and inside a
-   `ThreadedMotoServer` process alike.
+   every EMF line becomes CloudWatch metrics (`sandbox.emf`), in the function's account and
+   region. Both are written straight into moto's Logs and CloudWatch backends, as Lambda's own
+   log delivery is no PutLogEvents call: the runtime always runs in the process hosting moto (it
+   patches moto's Lambda), in-process `mock_aws` and `ThreadedMotoServer` alike, and a boto3
+   round trip per invocation cost more CPU than many a handler's own calls. Written before the
+   invocation returns, so its logs and metrics are readable as soon as its caller has the result.
 
 Environment (the honest limitation): all handlers share one interpreter, and `os.environ` is
 global. The runtime applies a function's variables (its `Environment.Variables` plus
@@ -72,7 +75,6 @@ from typing import Any, Protocol
 
 from sandbox import emf
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
-from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 
 LOG = logging.getLogger("sandbox.runtime")
@@ -305,8 +307,8 @@ class _Outcome:
 class LambdaRuntime:
     """Runs real Python handlers for moto's Lambda functions. Use as a context manager.
 
-    `region` / `endpoint_url`: where the runtime's own boto3 clients (CloudWatch Logs, CloudWatch)
-    write; `endpoint_url=None` means in-process `mock_aws`. `time_scale` shortens every function
+    `region`: the default region of a function; `endpoint_url`: the served moto's endpoint, given
+    to handlers as AWS_ENDPOINT_URL (None: in-process `mock_aws`). `time_scale` shortens every function
     Timeout, down to `min_real_timeout` real seconds at least (see `real_timeout`).
     `extra_sys_path`: folders prepended to sys.path while installed (handler code roots).
     """
@@ -335,12 +337,8 @@ class LambdaRuntime:
         self._inserted_paths: list[str] = []
         self._env = _EnvOverlay()
         self._handlers: dict[str, Callable[..., Any]] = {}
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
         self._streams_lock = threading.Lock()
         self._free_streams: dict[tuple[str, str, str], list[str]] = {}
-        self._created_streams: set[tuple[str, str, str]] = set()
-        self._created_groups: set[tuple[str, str]] = set()
         self._records: list[InvocationRecord] = []
         self._records_cond = threading.Condition()
         self._listeners: tuple[InvocationListener, ...] = ()
@@ -628,10 +626,11 @@ class LambdaRuntime:
         events = _monotonic(events)
         log_lines = tuple(line for _ts, line in events)
 
+        account = str(getattr(fn, "account_id", None) or _default_account())
         if self.publish_logs:
-            self._write_logs(region, group, stream, events)
+            self._write_logs(account, region, group, stream, events)
         if self.publish_metrics:
-            self._publish_emf(region, lines)
+            self._publish_emf(account, region, lines)
         self._release_stream(region, group, version, stream)
 
         record = InvocationRecord(
@@ -674,15 +673,6 @@ class LambdaRuntime:
         )
         return env
 
-    def _client(self, service: str, region: str) -> Any:
-        key = (service, region)
-        with self._clients_lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = sandbox_client(service, region, self.endpoint_url)
-                self._clients[key] = client
-            return client
-
     def _acquire_stream(self, region: str, group: str, version: str) -> str:
         """A log stream per busy "execution environment": reused when free, new when all are busy."""
         key = (region, group, version)
@@ -697,35 +687,26 @@ class LambdaRuntime:
         with self._streams_lock:
             self._free_streams.setdefault((region, group, version), []).append(stream)
 
-    def _ensure_stream(self, logs: Any, region: str, group: str, stream: str) -> None:
-        if (region, group) not in self._created_groups:
-            with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
-                logs.create_log_group(logGroupName=group)
-            self._created_groups.add((region, group))
-        with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
-            logs.create_log_stream(logGroupName=group, logStreamName=stream)
-        self._created_streams.add((region, group, stream))
-
-    def _write_logs(self, region: str, group: str, stream: str, events: list[tuple[int, str]]) -> None:
+    def _write_logs(
+        self, account: str, region: str, group: str, stream: str, events: list[tuple[int, str]]
+    ) -> None:
+        """The invocation's log events into moto's Logs backend (group and stream made on demand)."""
         try:
-            logs = self._client("logs", region)
+            from moto.logs.exceptions import ResourceAlreadyExistsException
+            from moto.logs.models import logs_backends
+
+            logs = logs_backends[account][region]
             log_events = [{"timestamp": ts, "message": msg} for ts, msg in events]
-            for attempt in range(2):
-                if (region, group, stream) not in self._created_streams:
-                    self._ensure_stream(logs, region, group, stream)
-                try:
-                    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=log_events)
-                    return
-                except logs.exceptions.ResourceNotFoundException:
-                    # the group/stream vanished (e.g. a moto reset): recreate once
-                    self._created_streams.discard((region, group, stream))
-                    self._created_groups.discard((region, group))
-                    if attempt:
-                        raise
+            with self._streams_lock:  # two first invocations must not both create the group
+                if group not in logs.groups:
+                    with contextlib.suppress(ResourceAlreadyExistsException):  # made meanwhile elsewhere
+                        logs.create_log_group(group, tags={})
+                logs.ensure_log_stream(group, stream)
+            logs.put_log_events(group, stream, log_events)
         except Exception:
             LOG.warning("could not write Lambda logs to %s/%s", group, stream, exc_info=True)
 
-    def _publish_emf(self, region: str, lines: list[tuple[int, str]]) -> None:
+    def _publish_emf(self, account: str, region: str, lines: list[tuple[int, str]]) -> None:
         datums: list[emf.EmfDatum] = []
         for ts, line in lines:
             doc = emf.parse_emf(line)
@@ -734,9 +715,15 @@ class LambdaRuntime:
         if not datums:
             return
         try:
-            emf.publish(self._client("cloudwatch", region), datums)
+            emf.publish_in_process(datums, account_id=account, region=region)
         except Exception:
             LOG.warning("could not publish EMF metrics", exc_info=True)
+
+
+def _default_account() -> str:
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    return DEFAULT_ACCOUNT_ID
 
 
 # --------------------------------------------------------------------------- worker and patches

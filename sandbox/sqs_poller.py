@@ -18,8 +18,13 @@ only the invocation loop is skipped. It is reference-counted and restores the or
 (The queue's real dict is left alone: the mapping stays registered.)
 
 **The poller.** `SqsEventSourcePoller` discovers the SQS mappings (`list_event_source_mappings`,
-paginated; a mapping polls only while its `State` is Enabled/Enabling/Updating) and runs one daemon
-worker thread per mapping. A worker:
+paginated; a mapping polls only while its `State` is Enabled/Enabling/Updating) and runs, per
+mapping, up to `concurrency` daemon poller threads that each take their own batches, as AWS's
+event source mapping does (5, the concurrent batches AWS starts a mapping with), never more than the
+mapping's `ScalingConfig.MaximumConcurrency` nor the function's reserved concurrency (none polls
+a function whose reserved concurrency is 0: AWS throttles every invocation). Each message is
+still received by one poller at a time -- SQS's visibility timeout, moto's own -- so batches
+never share a message, and a batch's deletes and retries are its own. A poller:
 
 1. long-polls the queue (`WaitTimeSeconds` = 1 s, so stop is prompt; `poll_wait_seconds=0`
    short-polls) for up to min(BatchSize, 10) messages with all system and message attributes;
@@ -38,15 +43,16 @@ them to the DLQ on the receive after `maxReceiveCount` -- both are moto's own SQ
 unit; it can be 0). The order of events is unchanged -- failure, invisibility, redelivery, DLQ --
 only the wait is shorter, exactly as a scaled Lambda timeout is.
 
-Empty receives and errors back off (the SQS API raising, the function missing); a worker logs and
+Empty receives and errors back off (the SQS API raising, the function missing); a poller logs and
 continues, it never dies silently. `stats` counts per mapping.
 
 **Wake-on-send.** An idle worker does not sleep out its back-off when its queue gets a message: the
 `add_message` hook (the seam above, which every producer passes) tells the workers of that queue
 when the new message can be received -- at once, or when its `DelaySeconds` ends -- and a worker
-that shortened a failed message's visibility knows when it reappears. The worker then receives
-right away; the back-off (at most `SHORT_POLL_MAX_PAUSE` with short polls) remains the safety net
-for what no hook reports (a visibility timeout running out on its own). Receiving stays moto's
+that leaves a failed message on the queue knows when it reappears (its shortened visibility, or
+the queue's own). The worker then receives right away; the back-off (at most
+`SHORT_POLL_MAX_PAUSE` with short polls) remains the safety net for what no hook reports (a
+message whose visibility runs out while its batch is still running, another consumer's receive). Receiving stays moto's
 `ReceiveMessage`, so delay, visibility and at-least-once are SQS's own.
 
 **Quiescence.** `idle()` is true when no worker holds a batch *and* every polled queue reports 0
@@ -58,8 +64,15 @@ exhausted its receives is moved to the DLQ by the worker's next receive, after w
 empty. The DLQs themselves are not polled (unless a mapping points at them) and may hold messages
 when idle. `wait_until_idle(timeout)` polls `idle()`.
 
-Limitations, by design: one worker per mapping processes batches one after another (AWS scales
-out to many concurrent batches); `FilterCriteria` is not applied (a warning is logged); the 6 MB
+Pollers are added as a backlog shows, as AWS scales an event source mapping's pollers with the
+messages available: a mapping's first poller answers the wakes above and keeps the back-off's
+cadence of empty receives (the safety net); the others wait until a poller receives a full
+batch (more wait behind it) and then each takes the next batch, so a burst is taken by as many
+pollers as it fills batches while a trickle is batched by one, with no idle receives of the
+others (they look again after `SIBLING_IDLE_PAUSE` at the latest).
+
+Limitations, by design: the number of pollers is fixed (AWS adds pollers as a backlog grows, up
+to 1,250 concurrent batches); `FilterCriteria` is not applied (a warning is logged); the 6 MB
 payload limit is not enforced.
 """
 
@@ -86,8 +99,11 @@ LOG = logging.getLogger("sandbox.sqs_poller")
 ACTIVE_STATES = frozenset({"Enabled", "Enabling", "Updating"})
 MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages upper bound
 POLL_WAIT_SECONDS = 1  # long-poll length: how long stop() may wait for a receive to return
-SHORT_POLL_MAX_PAUSE = 0.2  # poll_wait_seconds=0: the longest pause between empty short polls
-_SHORT_PAUSE = 0.05  # between short polls while a batching window is open
+# poll_wait_seconds=0: the longest pause between empty short polls. Every receive that could find
+# a message is announced (wake-on-send, below): these polls are only the safety net.
+SHORT_POLL_MAX_PAUSE = 1.0
+SIBLING_IDLE_PAUSE = 10.0  # an idle poller other than a mapping's first waits this long for a backlog
+DEFAULT_CONCURRENCY = 5  # concurrent batches AWS starts an SQS event source mapping with
 _REAL_TIME = TimeScale(1.0)
 
 
@@ -150,7 +166,9 @@ def _announce(queue: Any, message: Any) -> None:
         with _WAKES_LOCK:
             wakes = list(_WAKES.get(str(getattr(queue, "queue_arn", "")), ()))
         if wakes:
-            due = time.monotonic() + receivable_in(float(getattr(message, "delayed_until", 0.0) or 0.0), time.time())
+            due = time.monotonic() + receivable_in(
+                float(getattr(message, "delayed_until", 0.0) or 0.0), time.time()
+            )
             for wake in wakes:
                 wake.at(due)
     except Exception:  # a producer's send must never fail for the poller's sake
@@ -247,6 +265,7 @@ class SqsMapping:
     report_batch_item_failures: bool = False
     state: str = "Enabled"
     has_filter_criteria: bool = False
+    maximum_concurrency: int | None = None  # ScalingConfig.MaximumConcurrency
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> SqsMapping:
@@ -263,6 +282,7 @@ class SqsMapping:
             in (config.get("FunctionResponseTypes") or ()),
             state=str(state),
             has_filter_criteria=bool((config.get("FilterCriteria") or {}).get("Filters")),
+            maximum_concurrency=_positive_int((config.get("ScalingConfig") or {}).get("MaximumConcurrency")),
         )
 
     @property
@@ -280,6 +300,25 @@ class SqsMapping:
     @property
     def queue_name(self) -> str:
         return self.queue_arn.split(":")[5]
+
+
+def _positive_int(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def pollers_for(mapping: SqsMapping, concurrency: int, reserved: int | None) -> int:
+    """Concurrent batches for a mapping: the poller's `concurrency`, capped by the mapping's
+    MaximumConcurrency and the function's reserved concurrency (None: not set; 0: throttled). Pure."""
+    count = max(1, concurrency)
+    if mapping.maximum_concurrency is not None:
+        count = min(count, mapping.maximum_concurrency)
+    if reserved is not None:
+        count = min(count, max(0, reserved))
+    return count
 
 
 def is_sqs_arn(arn: str) -> bool:
@@ -438,47 +477,84 @@ class _Backoff:
 
 
 class _MappingWorker:
-    """One thread polling one mapping's queue."""
+    """The poller threads of one mapping (`concurrency` of them), sharing its wake and stop."""
 
-    def __init__(self, poller: SqsEventSourcePoller, mapping: SqsMapping) -> None:
+    def __init__(self, poller: SqsEventSourcePoller, mapping: SqsMapping, concurrency: int = 1) -> None:
         self.poller = poller
         self.mapping = mapping  # replaced in place by refresh(); read once per batch
+        self.concurrency = concurrency
         self.stop_event = threading.Event()
-        self.wake = _Wake()
-        self._empty_backoff = _Backoff(base=0.05, cap=float(poller.poll_wait_seconds) or SHORT_POLL_MAX_PAUSE)
-        self._error_backoff = _Backoff(base=0.1, cap=poller.max_error_backoff)
-        self.thread = threading.Thread(
-            target=self._run, name=f"sqs-poller:{mapping.queue_name}:{mapping.uuid[:8]}", daemon=True
-        )
+        self.wake = _Wake()  # sends, delays and shortened visibilities: the first poller's
+        self.backlog = _Wake()  # a poller received a full batch: more wait, for an idle sibling
+        self._live = 0
+        self._live_lock = threading.Lock()
+        self.threads = [
+            threading.Thread(
+                target=self._run,
+                args=(i == 0,),
+                name=f"sqs-poller:{mapping.queue_name}:{mapping.uuid[:8]}" + (f":{i}" if i else ""),
+                daemon=True,
+            )
+            for i in range(concurrency)
+        ]
         if mapping.has_filter_criteria:
             LOG.warning("mapping %s has FilterCriteria; the sandbox poller does not apply them", mapping.uuid)
 
     # ---------------------------------------------------------------- loop
 
+    def start(self) -> None:
+        with _WAKES_LOCK:  # before any thread runs: a send from now on wakes them
+            _WAKES.setdefault(self.mapping.queue_arn, set()).add(self.wake)
+        self._live = len(self.threads)
+        for thread in self.threads:
+            thread.start()
+        if not self.threads:
+            self._unregister()
+            LOG.warning(
+                "mapping %s: %s has reserved concurrency 0 (throttled): not polled",
+                self.mapping.uuid,
+                self.mapping.function_arn,
+            )
+
+    def is_alive(self) -> bool:
+        return any(thread.is_alive() for thread in self.threads)
+
     def signal_stop(self) -> None:
         self.stop_event.set()
         self.wake.stop()
+        self.backlog.stop()
 
-    def _run(self) -> None:
-        LOG.debug("worker for %s started", self.mapping.queue_arn)
-        arn = self.mapping.queue_arn
+    def _unregister(self) -> None:
         with _WAKES_LOCK:
-            _WAKES.setdefault(arn, set()).add(self.wake)
+            wakes = _WAKES.get(self.mapping.queue_arn, set())
+            wakes.discard(self.wake)
+            if not wakes:
+                _WAKES.pop(self.mapping.queue_arn, None)
+
+    def _run(self, lead: bool = True) -> None:
+        LOG.debug("poller for %s started", self.mapping.queue_arn)
+        cap = float(self.poller.poll_wait_seconds) or SHORT_POLL_MAX_PAUSE
+        empty_backoff = (
+            _Backoff(base=0.05, cap=cap)
+            if lead
+            else _Backoff(base=SIBLING_IDLE_PAUSE, cap=SIBLING_IDLE_PAUSE)
+        )
+        error_backoff = _Backoff(base=0.1, cap=self.poller.max_error_backoff)
         try:
             while not self.stop_event.is_set():
                 try:
-                    self._poll_once()
+                    self._poll_once(empty_backoff, error_backoff, self.wake if lead else self.backlog)
                 except Exception as exc:  # never die silently: log, count, back off, continue
                     self.poller._forget_url(self.mapping)  # the queue may have been deleted and recreated
                     self._record_error(exc, "polling")
-                    self.stop_event.wait(self._error_backoff.next())
+                    self.stop_event.wait(error_backoff.next())
         finally:
-            with _WAKES_LOCK:
-                wakes = _WAKES.get(arn, set())
-                wakes.discard(self.wake)
-                if not wakes:
-                    _WAKES.pop(arn, None)
-        LOG.debug("worker for %s stopped", self.mapping.queue_arn)
+            with self._live_lock:
+                self._live -= 1
+                last = self._live == 0
+            if last:
+                self._unregister()
+        LOG.debug("poller for %s stopped", self.mapping.queue_arn)
 
     def _record_error(self, exc: BaseException, what: str) -> None:
         uuid = self.mapping.uuid
@@ -503,21 +579,25 @@ class _MappingWorker:
         )
         return list(response.get("Messages") or [])
 
-    def _poll_once(self) -> None:
+    def _poll_once(self, empty_backoff: _Backoff, error_backoff: _Backoff, wake: _Wake | None = None) -> None:
+        wake = wake or self.wake
         mapping = self.mapping
         started = time.monotonic()
-        first = self._receive(min(mapping.batch_size, MAX_RECEIVE), self.poller.poll_wait_seconds)
-        self._error_backoff.reset()
+        want = min(mapping.batch_size, MAX_RECEIVE)
+        first = self._receive(want, self.poller.poll_wait_seconds)
+        error_backoff.reset()
         if not first:
             self.poller.stats.add(mapping.uuid, empty_receives=1)
             # Space empty receives out (a full long poll already did; a server that answers at
             # once does not). A send to the queue, or a delay or shortened visibility running out
             # (`self.wake`), ends the pause early.
-            pause = self._empty_backoff.next() - (time.monotonic() - started)
+            pause = empty_backoff.next() - (time.monotonic() - started)
             if pause > 0:
-                self.wake.wait(pause)
+                wake.wait(pause)
             return
-        self._empty_backoff.reset()
+        empty_backoff.reset()
+        if len(first) >= want and self.concurrency > 1:
+            self.backlog.at(time.monotonic())  # a full receive: more may wait, for an idle sibling
         self.poller._batch_started()
         try:
             batch = self._gather(mapping, first)
@@ -542,8 +622,8 @@ class _MappingWorker:
                         break
                 else:
                     more = self._receive(want, int(min(self.poller.poll_wait_seconds, remaining)))
-                    if not more:
-                        self.wake.wait(min(_SHORT_PAUSE, max(0.0, deadline - time.monotonic())))
+                    if not more:  # until the window closes, or a send (wake-on-send) comes first
+                        self.wake.wait(max(0.0, deadline - time.monotonic()))
                         continue
             except Exception as exc:  # deliver what we hold rather than lose it to a timeout
                 self._record_error(exc, "gathering a batch")
@@ -612,14 +692,13 @@ class _MappingWorker:
     def _compress_visibility(self, mapping: SqsMapping, messages: list[dict[str, Any]]) -> None:
         """Time compression: a failed message reappears after the *scaled* visibility timeout."""
         poller = self.poller
-        if poller.time_scale.is_real or not poller.compress_visibility:
-            return
         sqs = self._sqs()
         try:
             attrs = sqs.get_queue_attributes(QueueUrl=self._url(), AttributeNames=["VisibilityTimeout"])
             visibility = int(attrs["Attributes"].get("VisibilityTimeout", "30"))
             scaled = round(poller.time_scale.scale(visibility))  # the API takes whole seconds
-            if scaled >= visibility:
+            if poller.time_scale.is_real or not poller.compress_visibility or scaled >= visibility:
+                self.wake.at(time.monotonic() + visibility)  # the queue's own timeout, which no hook reports
                 return
             for start in range(0, len(messages), MAX_RECEIVE):
                 chunk = messages[start : start + MAX_RECEIVE]
@@ -649,6 +728,8 @@ class SqsEventSourcePoller:
     `discovery_interval`: if set, re-read the mappings every so many real seconds (new, changed,
     disabled or deleted mappings are picked up); `refresh()` does it on demand.
     `disable_native`: neutralise moto's own SQS -> Lambda delivery while running.
+    `concurrency`: concurrent batches per mapping (AWS starts with 5), capped per mapping by its
+    MaximumConcurrency and its function's reserved concurrency (`pollers_for`).
     """
 
     def __init__(
@@ -663,6 +744,7 @@ class SqsEventSourcePoller:
         compress_visibility: bool = True,
         disable_native: bool = True,
         max_error_backoff: float = 5.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
         self.runtime = runtime
         self.region = region
@@ -673,6 +755,7 @@ class SqsEventSourcePoller:
         self.compress_visibility = compress_visibility
         self.disable_native = disable_native
         self.max_error_backoff = max_error_backoff
+        self.concurrency = max(1, int(concurrency))
         self.stats = PollerStats()
 
         self._lock = threading.RLock()  # workers, lifecycle
@@ -731,7 +814,7 @@ class SqsEventSourcePoller:
             discovery, self._discovery_thread = self._discovery_thread, None
             for worker in workers:
                 worker.signal_stop()
-        threads = [w.thread for w in workers] + ([discovery] if discovery is not None else [])
+        threads = [t for w in workers for t in w.threads] + ([discovery] if discovery is not None else [])
         for thread in threads:
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
@@ -766,7 +849,7 @@ class SqsEventSourcePoller:
     @property
     def threads(self) -> list[threading.Thread]:
         with self._lock:
-            return [w.thread for w in list(self._workers.values()) + self._retired]
+            return [t for w in list(self._workers.values()) + self._retired for t in w.threads]
 
     # ---------------------------------------------------------------- discovery
 
@@ -783,23 +866,39 @@ class SqsEventSourcePoller:
     def refresh(self) -> None:
         """Start workers for new active mappings, update changed ones, retire the rest."""
         mappings = {m.uuid: m for m in self.discover() if m.active}
+        pollers = {uuid: pollers_for(m, self.concurrency, self._reserved(m)) for uuid, m in mappings.items()}
         with self._lock:
             if not self._running:
                 return
             for uuid in list(self._workers):
                 worker = self._workers[uuid]
                 current = mappings.get(uuid)
-                if current is None or current.queue_arn != worker.mapping.queue_arn:
+                if (
+                    current is None
+                    or current.queue_arn != worker.mapping.queue_arn
+                    or pollers[uuid] != worker.concurrency
+                ):
                     worker.signal_stop()
                     self._retired.append(self._workers.pop(uuid))
                 elif current != worker.mapping:
                     worker.mapping = current
             for uuid, mapping in mappings.items():
                 if uuid not in self._workers:
-                    worker = _MappingWorker(self, mapping)
+                    worker = _MappingWorker(self, mapping, pollers[uuid])
                     self._workers[uuid] = worker
-                    worker.thread.start()
-            self._retired = [w for w in self._retired if w.thread.is_alive()]
+                    worker.start()
+            self._retired = [w for w in self._retired if w.is_alive()]
+
+    def _reserved(self, mapping: SqsMapping) -> int | None:
+        """The function's reserved concurrency (None: not set, or not readable)."""
+        client = self._client("lambda", mapping.function_arn.split(":")[3])
+        try:
+            found = client.get_function_concurrency(FunctionName=mapping.function_arn)
+        except Exception:  # e.g. the function is gone: its invocations will say so
+            LOG.debug("could not read the reserved concurrency of %s", mapping.function_arn, exc_info=True)
+            return None
+        value = found.get("ReservedConcurrentExecutions")
+        return None if value is None else int(value)
 
     def _discover_loop(self) -> None:
         assert self.discovery_interval
@@ -905,7 +1004,6 @@ class SqsEventSourcePoller:
         with self._clients_lock:
             client = self._clients.get(key)
             if client is None:
-
                 client = sandbox_client(
                     service, region, self.endpoint_url, read_timeout=max(60, self.poll_wait_seconds + 30)
                 )

@@ -16,6 +16,7 @@ from moto import mock_aws
 
 from pipeline import config
 from pipeline.handlers import _wiring
+from sandbox.clock import TimeScale
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -26,6 +27,42 @@ logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
 # (seen: a job FAILED with "'PYDANTIC_DISABLE_PLUGINS'"). Set once, typer only restores it. A CLI
 # in its own process (as users run it) shares no environment with the handlers.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
+
+
+def _share_botocore_data_loader() -> None:
+    """One botocore data loader for every session in the test process.
+
+    Each `boto3.session.Session()` builds its own loader and re-parses botocore's JSON models
+    (endpoints.json alone is 1.2 MB, read into OrderedDicts): ~150 ms a session, and every test
+    makes several (the default session moto resets, one per client in pipeline/aws.py, the
+    sandbox's own). The files never change during a run and botocore never mutates what it loaded
+    (one session already shares it between all its clients), so sharing changes no behaviour.
+    """
+    import threading
+
+    import botocore.session
+
+    class PathsOnce(list):  # boto3 appends its data path to the loader of every new session
+        def append(self, path: Any) -> None:
+            if path not in self:
+                super().append(path)
+
+    real_create_loader = botocore.session.create_loader
+    loaders: dict[str | None, Any] = {}
+    lock = threading.Lock()
+
+    def shared_loader(search_path_string: str | None = None) -> Any:
+        with lock:
+            if search_path_string not in loaders:
+                loader = real_create_loader(search_path_string)
+                loader._search_paths = PathsOnce(loader.search_paths)
+                loaders[search_path_string] = loader
+            return loaders[search_path_string]
+
+    botocore.session.create_loader = shared_loader
+
+
+_share_botocore_data_loader()
 
 
 @pytest.fixture
@@ -240,14 +277,16 @@ def make_sandbox(aws_env: None):
     """Start an in-process sandbox (template.yaml deployed on moto, real handlers running).
 
     Call it with stack parameters, e.g. `make_sandbox(MaxConcurrentWorkflows="2")`; it is stopped
-    (executions drained, patches removed) when the test ends.
+    (executions drained, patches removed) when the test ends. `time_scale=TimeScale(0.02)` runs
+    virtual time faster than the default 0.05, for tests that wait out alarm periods and schedules
+    (handlers and workflows keep their real-time floors: nothing is cut off sooner).
     """
-    from sandbox.sandbox import Sandbox
+    from sandbox.sandbox import DEFAULT_TIME_SCALE, Sandbox
 
     started: list[Sandbox] = []
 
-    def start(**parameters: str) -> Sandbox:
-        sandbox = Sandbox(parameters=parameters).start()
+    def start(*, time_scale: TimeScale = DEFAULT_TIME_SCALE, **parameters: str) -> Sandbox:
+        sandbox = Sandbox(parameters=parameters, time_scale=time_scale).start()
         started.append(sandbox)
         _wiring.reset()
         return sandbox

@@ -26,15 +26,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from pipeline.aws import error_code
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.s3events import ObjectVersion
 from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
 from pipeline.stores.semaphore import Semaphore, SemaphoreState
+
+if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_object_version`
+    from pipeline.s3events import ObjectVersion
 
 HEAD_SORT_KEY = "#head"
 ACTIVE_INDEX = "active-jobs"
@@ -78,6 +80,14 @@ def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def empty_failed_files() -> dict[str, list[Any]]:
     return {kind: [] for kind in FAILED_FILE_KINDS}
+
+
+def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
+    """An `ObjectVersion`, imported here: the router, tracker and batch trigger use this module
+    but never an object claim, so they do not load the S3 event parser (bench/imports.py)."""
+    from pipeline.s3events import ObjectVersion
+
+    return ObjectVersion(sequencer, version_id)
 
 
 @dataclass(frozen=True)
@@ -142,7 +152,7 @@ class ObjectClaim:
     bucket: str
     key: str
     run: RunRef
-    version: ObjectVersion = field(default_factory=ObjectVersion)
+    version: ObjectVersion = field(default_factory=_object_version)
     revision: int = 1
 
     @property
@@ -160,7 +170,7 @@ class ObjectClaim:
             bucket=data["bucket"],
             key=data["object_key"],
             run=RunRef(data["job_id"], data["run_started_at"]),
-            version=ObjectVersion(data.get("sequencer", ""), data.get("version_id", "")),
+            version=_object_version(data.get("sequencer", ""), data.get("version_id", "")),
             revision=int(data["revision"]),
         )
 

@@ -5,14 +5,25 @@ is read with, and the functions that emit it (a test checks the last against the
 Handlers emit only through `pipeline.telemetry.metrics.emit(Metric.X, value)`; dashboards,
 alarms and docs read this. Dimensions stay low-cardinality: a job id is a log/metadata property,
 never a dimension. The AWS-native metrics the alarms and dashboards read (SQS, Lambda, Step
-Functions, DynamoDB) are catalogued here too (`AWS_CATALOG`), by the kind of resource they
-describe, so that nothing downstream names a metric this module does not know.
+Functions, DynamoDB) are catalogued too (`AWS_CATALOG`), by the kind of resource they describe, so
+that nothing downstream names a metric this catalog does not know: they are defined in
+`pipeline.telemetry.aws_catalog` and read from here, loaded on first use, since no handler emits
+them and every handler imports this module (bench/imports.py times that import).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.telemetry.aws_catalog import AWS_CATALOG as AWS_CATALOG
+    from pipeline.telemetry.aws_catalog import AWS_DIMENSION as AWS_DIMENSION
+    from pipeline.telemetry.aws_catalog import AWS_NAMESPACE as AWS_NAMESPACE
+    from pipeline.telemetry.aws_catalog import AwsMetricSpec as AwsMetricSpec
+    from pipeline.telemetry.aws_catalog import ResourceKind as ResourceKind
+    from pipeline.telemetry.aws_catalog import aws_metric as aws_metric
 
 NAMESPACE = "PipeOps"
 # Every pipeline metric carries these dimensions (service comes from POWERTOOLS_SERVICE_NAME).
@@ -281,77 +292,18 @@ CATALOG: dict[Metric, MetricSpec] = {
 }
 
 
-class ResourceKind(StrEnum):
-    """The kinds of template resource an AWS-native metric describes, with its dimension."""
-
-    QUEUE = "AWS::SQS::Queue"
-    FUNCTION = "AWS::Serverless::Function"
-    STATE_MACHINE = "AWS::Serverless::StateMachine"
-    TABLE = "AWS::DynamoDB::Table"
+_AWS_NAMES = frozenset(
+    {"AWS_CATALOG", "AWS_DIMENSION", "AWS_NAMESPACE", "AwsMetricSpec", "ResourceKind", "aws_metric"}
+)
 
 
-AWS_DIMENSION: dict[ResourceKind, str] = {
-    ResourceKind.QUEUE: "QueueName",
-    ResourceKind.FUNCTION: "FunctionName",
-    ResourceKind.STATE_MACHINE: "StateMachineArn",
-    ResourceKind.TABLE: "TableName",
-}
-AWS_NAMESPACE: dict[ResourceKind, str] = {
-    ResourceKind.QUEUE: "AWS/SQS",
-    ResourceKind.FUNCTION: "AWS/Lambda",
-    ResourceKind.STATE_MACHINE: "AWS/States",
-    ResourceKind.TABLE: "AWS/DynamoDB",
-}
+def __getattr__(name: str) -> Any:
+    """The AWS-native part of the catalog (`pipeline.telemetry.aws_catalog`), on first use."""
+    if name in _AWS_NAMES:
+        from pipeline.telemetry import aws_catalog
 
-
-@dataclass(frozen=True)
-class AwsMetricSpec:
-    """A metric AWS publishes about one of the template's resources (the sandbox publishes it too)."""
-
-    kind: ResourceKind
-    name: str
-    unit: Unit
-    description: str
-    statistic: str = "Sum"
-    period: int = 60
-
-    @property
-    def namespace(self) -> str:
-        return AWS_NAMESPACE[self.kind]
-
-    @property
-    def dimension(self) -> str:
-        return AWS_DIMENSION[self.kind]
-
-
-_Q, _L, _SM, _T = ResourceKind.QUEUE, ResourceKind.FUNCTION, ResourceKind.STATE_MACHINE, ResourceKind.TABLE
-AWS_CATALOG: dict[tuple[ResourceKind, str], AwsMetricSpec] = {
-    (spec.kind, spec.name): spec
-    for spec in (
-        AwsMetricSpec(_Q, "ApproximateNumberOfMessagesVisible", _C, "Messages ready to be received.", "Maximum"),
-        AwsMetricSpec(_Q, "ApproximateNumberOfMessagesNotVisible", _C, "Messages in flight (received, not deleted).", "Maximum"),
-        AwsMetricSpec(_Q, "ApproximateAgeOfOldestMessage", _S, "Age of the oldest message (reset by every re-send).", "Maximum"),
-        AwsMetricSpec(_L, "Invocations", _C, "Invocations of the function."),
-        AwsMetricSpec(_L, "Errors", _C, "Invocations that raised or timed out."),
-        AwsMetricSpec(_L, "Throttles", _C, "Invocations refused for concurrency."),
-        AwsMetricSpec(_L, "Duration", Unit.MILLISECONDS, "Milliseconds an invocation ran.", "p99"),
-        AwsMetricSpec(_L, "ConcurrentExecutions", _C, "Invocations running at once.", "Maximum"),
-        AwsMetricSpec(_SM, "ExecutionsStarted", _C, "Executions started."),
-        AwsMetricSpec(_SM, "ExecutionsSucceeded", _C, "Executions that succeeded."),
-        AwsMetricSpec(_SM, "ExecutionsFailed", _C, "Executions that failed."),
-        AwsMetricSpec(_SM, "ExecutionsTimedOut", _C, "Executions that timed out."),
-        AwsMetricSpec(_SM, "ExecutionsAborted", _C, "Executions stopped (by the batch reclaim or by hand)."),
-        AwsMetricSpec(_SM, "ExecutionThrottled", _C, "StartExecution and state transitions throttled."),
-        AwsMetricSpec(_T, "ReadThrottleEvents", _C, "Reads throttled by DynamoDB."),
-        AwsMetricSpec(_T, "WriteThrottleEvents", _C, "Writes throttled by DynamoDB (the semaphore's one item is hot)."),
-        AwsMetricSpec(_T, "ConditionalCheckFailedRequests", _C, "Conditional writes refused (lost races, duplicates)."),
-    )
-}
-
-
-def aws_metric(kind: ResourceKind, name: str) -> AwsMetricSpec:
-    """The catalogued AWS metric; KeyError for one the catalog does not know."""
-    return AWS_CATALOG[(kind, name)]
+        return getattr(aws_catalog, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def spec(metric: Metric) -> MetricSpec:
@@ -360,6 +312,8 @@ def spec(metric: Metric) -> MetricSpec:
 
 def render_markdown() -> str:
     """docs/METRICS.md, generated from the catalog (a test fails when the file drifts)."""
+    from pipeline.telemetry.aws_catalog import AWS_CATALOG
+
     lines = [
         "# Metrics",
         "",

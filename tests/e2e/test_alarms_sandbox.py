@@ -20,6 +20,7 @@ from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
+from sandbox.clock import TimeScale
 from tests.conftest import envelope
 
 pytestmark = pytest.mark.slow
@@ -100,7 +101,13 @@ STALL_ALARMS = ("CounterDrift", "SlotsFullIdle", "BacklogStalled")
 
 def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(make_sandbox: Any) -> None:
     # The scheduled reconciler reports without repairing, so the drift stays until someone acts.
-    sandbox = make_sandbox(MaxConcurrentWorkflows="1", ReconcileApply="false", BacklogStallSeconds="10")
+    # CounterDrift needs three 5-minute periods: one virtual minute is 1.2 s here, not the default 3 s.
+    sandbox = make_sandbox(
+        MaxConcurrentWorkflows="1",
+        ReconcileApply="false",
+        BacklogStallSeconds="10",
+        time_scale=TimeScale(0.02),
+    )
     rule = sandbox.deployment.resources["WorkflowTrackerFunctionExecutionStatusChange"]
     sandbox.bus.pause_rule(rule)  # the tracker never hears the first execution end: its slot leaks
     put = sandbox.client("s3").put_object

@@ -16,10 +16,17 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeops.cli import app
+from sandbox.clock import TimeScale
 from tests.conftest import envelope
 
 pytestmark = pytest.mark.slow
 PARK_TIMEOUT = 120.0
+
+
+@pytest.fixture
+def sandbox(make_sandbox: Any) -> Any:
+    """Lambda's two async retries wait 1 and 2 virtual minutes: 3.6 s at this time scale, not 9 s."""
+    return make_sandbox(time_scale=TimeScale(0.02))
 
 
 def parked(sandbox: Any, output: str) -> list[dict[str, Any]]:

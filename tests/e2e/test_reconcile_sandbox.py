@@ -160,7 +160,7 @@ def test_a_router_that_died_after_admission_with_its_message_lost_is_started_aga
 
 
 def test_the_scheduled_reconciler_repairs_the_stall_on_its_own(make_sandbox: Any) -> None:
-    sandbox = make_sandbox()  # the template's schedule: every 5 minutes, 15 s at the sandbox's time scale
+    sandbox = make_sandbox(ReconcileSchedule="rate(1 minute)")  # 3 s at the sandbox's time scale
     sandbox.client("dynamodb").update_item(
         TableName=sandbox.outputs["CoordinationTableName"],
         Key={"doc_key": {"S": "workflow_counter"}},
@@ -218,7 +218,9 @@ def test_reconciling_every_second_during_30_jobs_repairs_nothing_that_was_correc
     import time
 
     sandbox = make_sandbox(MaxConcurrentWorkflows="3")  # the scheduled reconciler runs too
-    # A new stack's heartbeat alarm is breaching until the reconciler's first run (AWS does the same).
+    # A new stack's heartbeat alarm is breaching until the reconciler's first run (AWS does the same):
+    # its schedule fires once now rather than 5 virtual minutes (15 s) after the start.
+    sandbox.bus.fire_schedule(schedule_rule_of(sandbox, "ReconcilerFunctionName"))
     wait_for(lambda: any(t.alarm_name == "pipeops-ReconcilerSilent" and t.new_state == "OK" for t in sandbox.alarms.transitions), 300)
     healthy_since = len(sandbox.alarms.transitions)
     for index in range(30):
@@ -253,6 +255,15 @@ def test_reconciling_every_second_during_30_jobs_repairs_nothing_that_was_correc
     assert not_ok == dict.fromkeys(never_evaluated, "INSUFFICIENT_DATA")
 
 
+def schedule_rule_of(sandbox: Any, function_output: str) -> str:
+    """The name of the schedule rule that targets a function (read from EventBridge)."""
+    events = sandbox.client("events")
+    function = sandbox.client("lambda").get_function(FunctionName=sandbox.outputs[function_output])
+    names = events.list_rule_names_by_target(TargetArn=function["Configuration"]["FunctionArn"])["RuleNames"]
+    [scheduled] = [name for name in names if events.describe_rule(Name=name).get("ScheduleExpression")]
+    return scheduled
+
+
 def alarm_states(sandbox: Any) -> dict[str, str]:
     pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
         AlarmNamePrefix="pipeops-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
@@ -274,9 +285,12 @@ def wait_for(predicate: Any, timeout: float = 120.0) -> None:
 
 
 def test_a_lost_router_message_leaves_a_queued_run_that_reconcile_announces_again(
-    sandbox: Any, monkeypatch: pytest.MonkeyPatch
+    make_sandbox: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pipeline.queue import JobQueue
+
+    # The run's announcement lease is 4 capacity waits: 4 s to wait out, not 8 s at the scaled default.
+    sandbox = make_sandbox(ReconcileSchedule="rate(1 day)", CapacityRetrySeconds="1")
 
     lost: list[Any] = []
     real_send = JobQueue.send

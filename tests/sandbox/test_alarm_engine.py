@@ -726,3 +726,158 @@ def _the_engine_moves_an_alarm_of_the_sandbox(sandbox: Sandbox, engine: AlarmEng
         json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     ]
     assert [json.loads(b["Message"])["NewStateValue"] for b in bodies] == ["ALARM"]
+
+
+# --------------------------------------------------------------------------- reading moto's backend
+
+
+def _same(engine_value: Any, api_value: Any) -> bool:
+    if isinstance(api_value, datetime):  # the API's: aware, to the millisecond; the backend's: naive UTC
+        exact = engine_value.replace(tzinfo=UTC)
+        return exact.replace(microsecond=exact.microsecond // 1000 * 1000) == api_value.astimezone(UTC)
+    return bool(engine_value == api_value)
+
+
+def test_the_engine_reads_alarms_from_the_backend_as_describe_alarms_lists_them(engine) -> None:
+    topic, _inbox = subscribed_queue("ops")
+    props = {
+        "AlarmName": "p99",
+        "Namespace": "Sbx",
+        "MetricName": "Duration",
+        "Dimensions": DIMENSIONS,
+        "ExtendedStatistic": "p99",
+        "EvaluateLowSampleCountPercentile": "ignore",
+        "Unit": "Milliseconds",
+        "Period": 300,
+        "EvaluationPeriods": 3,
+        "DatapointsToAlarm": 2,
+        "Threshold": 250.5,
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "TreatMissingData": "breaching",
+        "AlarmActions": [topic],
+        "InsufficientDataActions": [topic],
+        "ActionsEnabled": False,
+        "AlarmDescription": "slow",
+    }
+    client("cloudwatch").put_metric_alarm(**props)
+    put_alarm("errors", OKActions=[topic])
+    client("cloudwatch").put_composite_alarm(
+        AlarmName="any", AlarmRule='ALARM("p99") OR ALARM(errors)', AlarmActions=[topic]
+    )
+    client("cloudwatch").set_alarm_state(AlarmName="errors", StateValue="ALARM", StateReason="by hand")
+
+    metric, composite = engine._describe_alarms()
+    found = client("cloudwatch").describe_alarms(AlarmTypes=["MetricAlarm", "CompositeAlarm"])
+    assert sorted(a["AlarmName"] for a in metric) == sorted(a["AlarmName"] for a in found["MetricAlarms"])
+    assert [a["AlarmName"] for a in composite] == [a["AlarmName"] for a in found["CompositeAlarms"]]
+    api = {a["AlarmName"]: a for a in found["MetricAlarms"] + found["CompositeAlarms"]}
+    for view in metric + composite:
+        listed = api[view["AlarmName"]]
+        for key, value in view.items():
+            if key == "Metrics":
+                continue
+            assert key in listed, (view["AlarmName"], key)
+            assert _same(value, listed[key]), (view["AlarmName"], key, value, listed[key])
+        # every member the engine or the evaluator reads is there when DescribeAlarms has it
+        used = {
+            "Statistic",
+            "ExtendedStatistic",
+            "Period",
+            "EvaluationPeriods",
+            "DatapointsToAlarm",
+            "Threshold",
+            "ComparisonOperator",
+            "TreatMissingData",
+            "EvaluateLowSampleCountPercentile",
+            "Namespace",
+            "MetricName",
+            "Dimensions",
+            "Unit",
+            "AlarmRule",
+            "StateValue",
+            "StateReason",
+            "StateUpdatedTimestamp",
+            "ActionsEnabled",
+            "AlarmActions",
+            "OKActions",
+            "InsufficientDataActions",
+            "AlarmDescription",
+            "AlarmConfigurationUpdatedTimestamp",
+        }
+        assert {k for k in used if listed.get(k) not in (None, [])} <= set(view), view["AlarmName"]
+
+
+def test_an_alarm_is_judged_again_only_when_what_its_verdict_depends_on_changed(
+    engine, clock, monkeypatch
+) -> None:
+    import sandbox.alarm_engine as alarm_engine
+
+    judged: list[str] = []
+    original = alarm_engine.evaluate_samples
+
+    def counting(rule: Any, *args: Any, **kwargs: Any) -> Any:
+        judged.append(rule.name)
+        return original(rule, *args, **kwargs)
+
+    monkeypatch.setattr(alarm_engine, "evaluate_samples", counting)
+    put_alarm("router-errors")
+    put(5, 1.0)
+    clock.at(3.0)
+    (transition,) = engine.evaluate_now()
+    assert transition.new_state is AlarmState.ALARM
+    assert judged == ["router-errors"]
+    engine.evaluate_now()  # its new state is news once: judged again, the same verdict
+    judged.clear()
+
+    engine.evaluate_now()
+    clock.at(4.0)  # later, but within the same virtual minute: the same window
+    engine.evaluate_now()
+    assert judged == []  # nothing changed: not judged, no transition
+
+    put(1, 4.0, dimensions=[*DIMENSIONS, {"Name": "Extra", "Value": "x"}])  # another metric's datapoint
+    assert engine.evaluate_now() == [] and judged == []
+
+    put(0, 4.5)  # its own metric has a new datapoint
+    assert engine.evaluate_now() == [] and judged == ["router-errors"]  # still the first window
+    judged.clear()
+
+    clock.at(6.0)  # the next virtual minute: the window moved
+    (transition,) = engine.evaluate_now()
+    assert transition.new_state is AlarmState.OK and judged == ["router-errors"]
+    engine.evaluate_now()
+    judged.clear()
+
+    client("cloudwatch").set_alarm_state(AlarmName="router-errors", StateValue="ALARM", StateReason="by hand")
+    (transition,) = engine.evaluate_now()  # its state changed from outside: judged, and put right
+    assert (transition.old_state, transition.new_state) == (AlarmState.ALARM, AlarmState.OK)
+    assert judged == ["router-errors"]
+
+
+def test_an_alarm_without_any_datapoint_is_not_judged_again_as_its_window_moves(
+    engine, clock, monkeypatch
+) -> None:
+    import sandbox.alarm_engine as alarm_engine
+
+    judged: list[str] = []
+    original = alarm_engine.evaluate_samples
+
+    def counting(rule: Any, *args: Any, **kwargs: Any) -> Any:
+        judged.append(rule.name)
+        return original(rule, *args, **kwargs)
+
+    monkeypatch.setattr(alarm_engine, "evaluate_samples", counting)
+    put_alarm("quiet", TreatMissingData="missing")
+    clock.at(3.0)
+    assert engine.evaluate_now() == []  # no data: INSUFFICIENT_DATA, set silently
+    engine.evaluate_now()
+    assert described("quiet")["StateValue"] == "INSUFFICIENT_DATA"
+    judged.clear()
+    for real_seconds in (6.0, 9.0, 30.0):  # window after window, still no datapoint anywhere
+        clock.at(real_seconds)
+        assert engine.evaluate_now() == []
+    assert judged == []
+
+    put(5, 30.5)  # its first datapoint: judged again from now on, window by window
+    clock.at(33.0)
+    (transition,) = engine.evaluate_now()
+    assert transition.new_state is AlarmState.ALARM and judged == ["quiet"]

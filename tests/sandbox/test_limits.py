@@ -302,7 +302,7 @@ def test_limits_hold_with_the_atomic_seams_stacked_either_way(aws: dict[str, Any
 def test_the_patches_wrap_what_moto_has_and_come_off_again() -> None:
     from moto.stepfunctions.parser.asl.component.state import state as state_module
 
-    patched = [(owner, name) for owner, name, _ in limits._patches()]
+    patched = [(patch.owner, patch.name) for patch in limits._patches()]
     originals = {(owner, name): owner.__dict__[name] for owner, name in patched}
     quota = state_module.is_within_size_quota
     limits.install()

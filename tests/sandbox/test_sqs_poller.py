@@ -20,12 +20,15 @@ from sandbox.runtime import LambdaRuntime
 from sandbox.sqs_poller import (
     _WAKES,
     _WAKES_LOCK,
+    DEFAULT_CONCURRENCY,
     SqsEventSourcePoller,
+    SqsMapping,
     _Wake,
     build_sqs_event,
     native_sqs_event_sources_disabled,
     native_sqs_event_sources_disabled_now,
     parse_batch_item_failures,
+    pollers_for,
     receivable_in,
 )
 
@@ -182,9 +185,14 @@ def drain(url: str) -> list[dict]:
 
 
 def start_poller(runtime: LambdaRuntime, pollers: list, **kwargs) -> SqsEventSourcePoller:
-    """A started poller; short polls unless `poll_wait_seconds` is given, so that stop() is instant."""
+    """A started poller; short polls unless `poll_wait_seconds` is given, so that stop() is instant.
+
+    One poller thread per mapping unless `concurrency` is given: the batch shapes these tests
+    check are one poller's (concurrent pollers split a backlog between them, as AWS's do).
+    """
     kwargs.setdefault("time_scale", SCALE)
     kwargs.setdefault("poll_wait_seconds", 0)
+    kwargs.setdefault("concurrency", 1)
     poller = SqsEventSourcePoller(runtime, region=REGION, **kwargs)
     pollers.append(poller)
     return poller.start()
@@ -556,3 +564,87 @@ def test_a_send_tells_the_workers_of_that_queue_when_the_message_becomes_receiva
     now_due, later_due = sorted(wake._due)
     assert now_due <= time.monotonic()
     assert later_due >= before + 55  # when the 60 s delay ends, not at once
+
+
+# --------------------------------------------------------------------------- concurrent batches
+
+
+def _mapping(**fields) -> SqsMapping:
+    return SqsMapping(
+        uuid="u",
+        function_arn="arn:aws:lambda:us-east-1:123456789012:function:f",
+        queue_arn="arn:aws:sqs:us-east-1:123456789012:q",
+        **fields,
+    )
+
+
+def test_the_pollers_of_a_mapping_are_capped_by_its_maximum_concurrency_and_reserved_concurrency():
+    assert DEFAULT_CONCURRENCY == 5  # what AWS starts an SQS event source mapping with
+    assert pollers_for(_mapping(), 5, None) == 5
+    assert pollers_for(_mapping(maximum_concurrency=2), 5, None) == 2
+    assert pollers_for(_mapping(maximum_concurrency=20), 5, None) == 5
+    assert pollers_for(_mapping(), 5, 3) == 3
+    assert pollers_for(_mapping(maximum_concurrency=2), 5, 1) == 1
+    assert pollers_for(_mapping(), 5, 0) == 0  # throttled: AWS invokes nothing
+    assert (
+        SqsMapping.from_config(
+            {
+                "UUID": "u",
+                "FunctionArn": "f",
+                "EventSourceArn": "q",
+                "ScalingConfig": {"MaximumConcurrency": 3},
+            }
+        ).maximum_concurrency
+        == 3
+    )
+    assert (
+        SqsMapping.from_config({"UUID": "u", "FunctionArn": "f", "EventSourceArn": "q"}).maximum_concurrency
+        is None
+    )
+
+
+def test_concurrent_batches_each_hold_their_own_messages(runtime, pollers):
+    import sbx_block
+
+    sbx_block.GATE.clear()
+    sbx_block.ENTERED.clear()
+    url, arn, dlq_url = make_queue("concurrent", visibility=120)
+    make_function("sbx-sqs-concurrent", "sbx_block.handler", timeout=120)  # 30 s real: never cut off
+    uuid = make_mapping("sbx-sqs-concurrent", arn, window=0, batch_size=1)
+    with native_sqs_event_sources_disabled():
+        send(url, [f"m{i}" for i in range(5)])
+    poller = start_poller(runtime, pollers, concurrency=3)
+    try:
+        assert len(poller.threads) == 3
+        deadline = time.monotonic() + 10
+        while len(sbx_block.ENTERED) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(sbx_block.ENTERED) == 3  # three batches at once, each blocked in the handler
+        assert poller.in_flight_batches == 3
+        assert counts(url) == (2, 3)  # each held message is invisible to the other pollers
+        assert not poller.idle()
+    finally:
+        sbx_block.GATE.set()
+    assert poller.wait_until_idle(timeout=10)
+    assert len(sbx_block.ENTERED) == 5  # every message delivered once, none twice
+    stats = poller.stats.for_mapping(uuid)
+    assert (stats.batches, stats.messages_deleted, stats.messages_failed) == (5, 5, 0)
+    assert counts(url) == (0, 0) and drain(dlq_url) == []
+
+
+def test_a_mapping_polls_with_no_more_batches_than_its_function_may_run(runtime, pollers):
+    _, arn, _ = make_queue("reserved")
+    lam = boto3.client("lambda", region_name=REGION)
+    make_function("sbx-sqs-reserved", "sbx_sqs_recorder.handler")
+    lam.put_function_concurrency(FunctionName="sbx-sqs-reserved", ReservedConcurrentExecutions=2)
+    make_mapping("sbx-sqs-reserved", arn)
+    poller = start_poller(runtime, pollers, concurrency=5)
+    assert len(poller.threads) == 2
+
+    lam.put_function_concurrency(FunctionName="sbx-sqs-reserved", ReservedConcurrentExecutions=0)
+    before = poller.threads
+    poller.refresh()  # throttled: its pollers stop, and none takes their place
+    for thread in before:
+        thread.join(5)
+    assert not any(t.is_alive() for t in before)
+    assert [t for t in poller.threads if t.is_alive()] == []
