@@ -46,6 +46,19 @@ LAMBDA_PLATFORM := manylinux2014_aarch64
 LAMBDA_REQUIREMENTS := requirements.txt
 SKIP_DEPS ?=
 
+# Bytecode. /var/task is read-only, so an artifact of sources only is compiled again at every cold
+# start (the router: about +20 ms of project code, more with its dependencies). When the build has
+# the runtime's Python (LAMBDA_BYTECODE_PYTHON: python3.12 on PATH, or set it), the artifact ships
+# bytecode for it, hash-based and unchecked (Lambda never edits a source under its .pyc). Without
+# it the artifact ships sources only and works the same, only slower to start.
+LAMBDA_BYTECODE_PYTHON ?= $(shell python$(LAMBDA_PYTHON_VERSION) -c 'import sys; print(sys.executable)' 2>/dev/null)
+
+# $(call compile-artifact): compile everything in ARTIFACTS_DIR for the runtime, if we can.
+define compile-artifact
+	$(if $(strip $(LAMBDA_BYTECODE_PYTHON)),"$(LAMBDA_BYTECODE_PYTHON)" -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "$(LAMBDA_PYTHON_VERSION)".split("."))))' || { echo "LAMBDA_BYTECODE_PYTHON is not Python $(LAMBDA_PYTHON_VERSION)" >&2; exit 2; }
+	"$(LAMBDA_BYTECODE_PYTHON)" -m compileall -q -j 0 --invalidation-mode unchecked-hash "$(ARTIFACTS_DIR)",@echo "no python$(LAMBDA_PYTHON_VERSION) for bytecode: $(ARTIFACTS_DIR) ships sources only")
+endef
+
 # Functions whose handler is in pipeline/handlers/, and the reconciler (monitors.reconcile.handler,
 # which imports pipeline): only monitors/__init__.py and monitors/reconcile/ of the monitors package.
 PIPELINE_FUNCTIONS := IngestFunction RouterFunction BatchTriggerFunction WorkflowTrackerFunction \
@@ -64,11 +77,13 @@ endef
 
 $(addprefix build-,$(PIPELINE_FUNCTIONS)): lambda-requirements
 	$(call copy-tree,pipeline)
+	$(call compile-artifact)
 
 $(addprefix build-,$(RECONCILER_FUNCTIONS)): lambda-requirements
 	$(call copy-tree,pipeline)
 	$(call copy-tree,monitors/reconcile)
 	cp monitors/__init__.py "$(ARTIFACTS_DIR)/monitors/__init__.py"
+	$(call compile-artifact)
 
 lambda-requirements:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 2; }

@@ -22,7 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.goal_row import GoalRow
@@ -50,6 +50,7 @@ class HandlerCallCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str, str]] = Counter()
+        self._refused: Counter[tuple[str, str, str, str]] = Counter()
         self._original: Any = None
 
     def install(self) -> HandlerCallCounter:
@@ -63,6 +64,7 @@ class HandlerCallCounter:
         def counted(service: str, region: str | None, endpoint_url: str | None) -> Any:
             client = original(service, region, endpoint_url)
             client.meta.events.register("before-call", counter._before_call, unique_id=_HOOK_ID)
+            client.meta.events.register("after-call", counter._after_call, unique_id=f"{_HOOK_ID}-after")
             return client
 
         self._original = original
@@ -80,11 +82,27 @@ class HandlerCallCounter:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._refused.clear()
 
     def counts(self) -> Counter[tuple[str, str, str]]:
         """(function, service, operation) -> calls, since the last reset."""
         with self._lock:
             return Counter(self._counts)
+
+    def refused(self) -> Counter[tuple[str, str, str, str]]:
+        """(function, service, operation, error code) -> calls that AWS answered with an error."""
+        with self._lock:
+            return Counter(self._refused)
+
+    def _after_call(self, model: Any = None, parsed: Any = None, **_: Any) -> None:
+        from pipeline.config import CURRENT_FUNCTION
+
+        code = (parsed or {}).get("Error", {}).get("Code") if isinstance(parsed, dict) else None
+        if model is None or not code:
+            return
+        key = (CURRENT_FUNCTION.get() or OUTSIDE, model.service_model.service_name, model.name, str(code))
+        with self._lock:
+            self._refused[key] += 1
 
     def _before_call(self, model: Any = None, **_: Any) -> None:
         # Must return None: a value returned from before-call short-circuits the request.
@@ -136,6 +154,9 @@ class JobCalls:
     counts: Mapping[tuple[str, str, str], int]
     names: Mapping[str, str]  # physical function name -> logical
     executions: Mapping[str, int]  # execution status -> how many
+    # (logical function, "service.Operation") -> calls answered with an error (a lost race, a
+    # condition that failed): each one explains a retry's calls.
+    refused: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -169,10 +190,14 @@ def run_job(sandbox: Any, counter: HandlerCallCounter, keys: list[str], *, timeo
     if not sandbox.wait_until_idle(timeout):
         raise RuntimeError(f"the sandbox did not go idle within {timeout} s")
     counts = counter.counts()
+    names = function_names(outputs)
+    refused: Counter[tuple[str, str]] = Counter()
+    for (function, service, operation, _code), n in counter.refused().items():
+        refused[(names.get(function, function), f"{service}.{operation}")] += n
     statuses: Counter[str] = Counter(
         e["status"] for e in _executions(sfn, machine) if e["executionArn"] not in before
     )
-    return JobCalls(counts, function_names(outputs), dict(statuses))
+    return JobCalls(counts, names, dict(statuses), dict(refused))
 
 
 def _executions(sfn: Any, machine: str) -> list[dict[str, Any]]:

@@ -94,8 +94,11 @@ def make_variable(name: str) -> str:
     return match.group(1).strip()
 
 
-def build(logical_id: str, artifacts_dir: Path) -> Path:
-    result = make(f"build-{logical_id}", f"ARTIFACTS_DIR={artifacts_dir}", "SKIP_DEPS=1")
+def build(logical_id: str, artifacts_dir: Path, bytecode_python: str = "") -> Path:
+    """Build one function; `bytecode_python` empty: sources only, whatever this machine has."""
+    result = make(
+        f"build-{logical_id}", f"ARTIFACTS_DIR={artifacts_dir}", "SKIP_DEPS=1", f"LAMBDA_BYTECODE_PYTHON={bytecode_python}"
+    )
     assert result.returncode == 0, result.stderr
     return artifacts_dir
 
@@ -170,6 +173,47 @@ def test_the_dependencies_are_installed_for_the_lambda_platform_not_the_local_py
     }.items():
         assert options[options.index(option) + 1] == value, (option, pip)
     assert "--only-binary=:all:" in options, pip
+
+
+def runtime_python() -> str | None:
+    """An interpreter of the Lambda runtime's Python version on this machine, if there is one."""
+    version = make_variable("LAMBDA_PYTHON_VERSION")
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [f"python{version}", *sorted(str(p) for p in pyenv_root.glob(f"versions/{version}*/bin/python{version}"))]
+    for candidate in candidates:
+        try:
+            probe = subprocess.run([candidate, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
+        except OSError:  # not on PATH
+            continue
+        if probe.returncode == 0:
+            return probe.stdout.strip()
+    return None
+
+
+def test_an_artifact_built_with_the_runtimes_python_ships_unchecked_bytecode_for_it(tmp_path: Path) -> None:
+    """Lambda's /var/task is read-only: without bytecode every cold start compiles the sources."""
+    python = runtime_python()
+    if python is None:
+        pytest.skip(f"no python{make_variable('LAMBDA_PYTHON_VERSION')} on this machine")
+    artifact = build("RouterFunction", tmp_path / "router", bytecode_python=python)
+    tag = "cpython-" + make_variable("LAMBDA_PYTHON_VERSION").replace(".", "")
+    sources = sorted(artifact.rglob("*.py"))
+    assert sources
+    for source in sources:
+        compiled = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        assert compiled.is_file(), compiled
+        flags = int.from_bytes(compiled.read_bytes()[4:8], "little")
+        assert flags == 0b01, f"{compiled}: not hash-based unchecked (PEP 552 flags {flags:#b})"
+
+
+def test_a_bytecode_python_of_another_version_is_refused(tmp_path: Path) -> None:
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == make_variable("LAMBDA_PYTHON_VERSION"):
+        pytest.skip("this interpreter is the runtime's version")
+    result = make(
+        "build-RouterFunction", f"ARTIFACTS_DIR={tmp_path}", "SKIP_DEPS=1", f"LAMBDA_BYTECODE_PYTHON={sys.executable}"
+    )
+    assert result.returncode != 0 and "is not Python" in result.stderr
+    assert not list(tmp_path.rglob("*.pyc"))
 
 
 def test_a_build_without_artifacts_dir_refuses_to_run() -> None:
