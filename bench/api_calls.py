@@ -305,6 +305,14 @@ def run_all() -> Measured:
     return Measured(single, folder, wait)
 
 
+def _refusals(job: JobCalls) -> str:
+    """The calls AWS refused (each one explains a retry's calls), if any."""
+    if not job.refused:
+        return "; no call was refused"
+    listed = ", ".join(f"{function} {op} {n}" for (function, op), n in sorted(job.refused.items()))
+    return f"; refused (a lost race, each retried once more): {listed}"
+
+
 def rows(measured: Measured) -> list[GoalRow]:
     """The goal rows of a measurement. Pure.
 
@@ -339,7 +347,8 @@ def rows(measured: Measured) -> list[GoalRow]:
             str(folder.coordination),
             f"≤ {FOLDER_GOAL}",
             folder.coordination <= FOLDER_GOAL,
-            "the coordination handlers alone; the task functions' calls are in the row above",
+            "the coordination handlers alone; the task functions' calls are in the row above"
+            + _refusals(folder),
         ),
         GoalRow(
             "router capacity wait: calls beyond the re-send",
