@@ -807,19 +807,23 @@ def test_the_engine_reads_alarms_from_the_backend_as_describe_alarms_lists_them(
         assert {k for k in used if listed.get(k) not in (None, [])} <= set(view), view["AlarmName"]
 
 
-def test_an_alarm_is_judged_again_only_when_what_its_verdict_depends_on_changed(
-    engine, clock, monkeypatch
-) -> None:
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the alarms the engine judges (runs `evaluate_samples` for), in order."""
     import sandbox.alarm_engine as alarm_engine
 
-    judged: list[str] = []
+    names: list[str] = []
     original = alarm_engine.evaluate_samples
 
     def counting(rule: Any, *args: Any, **kwargs: Any) -> Any:
-        judged.append(rule.name)
+        names.append(rule.name)
         return original(rule, *args, **kwargs)
 
     monkeypatch.setattr(alarm_engine, "evaluate_samples", counting)
+    return names
+
+
+def test_an_alarm_is_judged_again_only_when_what_its_verdict_depends_on_changed(engine, clock, judged) -> None:
     put_alarm("router-errors")
     put(5, 1.0)
     clock.at(3.0)
@@ -853,19 +857,7 @@ def test_an_alarm_is_judged_again_only_when_what_its_verdict_depends_on_changed(
     assert judged == ["router-errors"]
 
 
-def test_an_alarm_without_any_datapoint_is_not_judged_again_as_its_window_moves(
-    engine, clock, monkeypatch
-) -> None:
-    import sandbox.alarm_engine as alarm_engine
-
-    judged: list[str] = []
-    original = alarm_engine.evaluate_samples
-
-    def counting(rule: Any, *args: Any, **kwargs: Any) -> Any:
-        judged.append(rule.name)
-        return original(rule, *args, **kwargs)
-
-    monkeypatch.setattr(alarm_engine, "evaluate_samples", counting)
+def test_an_alarm_without_any_datapoint_is_not_judged_again_as_its_window_moves(engine, clock, judged) -> None:
     put_alarm("quiet", TreatMissingData="missing")
     clock.at(3.0)
     assert engine.evaluate_now() == []  # no data: INSUFFICIENT_DATA, set silently
