@@ -335,7 +335,7 @@ def _query(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def query(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _PATCHES.installed or getattr(_walk, "on", False):
+        if not _PATCHES.count or getattr(_walk, "on", False):
             return original(self, *args, **kwargs)
         candidates = _candidates(self, signature.bind(self, *args, **kwargs).arguments)
         if candidates is None:
@@ -407,14 +407,5 @@ def _drop_caches() -> None:
 _PATCHES = CountedPatches(_patches, marker="__pipeops_seam__", after_uninstall=_drop_caches)
 
 
-def install() -> None:
-    """Install the seam (counted: one uninstall per install)."""
-    _PATCHES.install()
-
-
-def uninstall() -> None:
-    _PATCHES.uninstall()
-
-
-def installed() -> bool:
-    return _PATCHES.installed
+# The module's API: counted, one uninstall per install (`sandbox.patches`).
+install, uninstall, installed = _PATCHES.install, _PATCHES.uninstall, _PATCHES.installed

@@ -363,14 +363,5 @@ def _patches() -> list[Patch]:
 _PATCHES = CountedPatches(_patches, marker="__pipeops_limit__")
 
 
-def install() -> None:
-    """Enforce AWS's size limits in moto (counted: one uninstall per install)."""
-    _PATCHES.install()
-
-
-def uninstall() -> None:
-    _PATCHES.uninstall()
-
-
-def installed() -> bool:
-    return _PATCHES.installed
+# The module's API: counted, one uninstall per install (`sandbox.patches`).
+install, uninstall, installed = _PATCHES.install, _PATCHES.uninstall, _PATCHES.installed

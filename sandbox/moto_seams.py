@@ -303,14 +303,5 @@ _PATCHES = CountedPatches(
 )
 
 
-def install() -> None:
-    """Install every seam of this module (counted: one uninstall per install)."""
-    _PATCHES.install()
-
-
-def uninstall() -> None:
-    _PATCHES.uninstall()
-
-
-def installed() -> bool:
-    return _PATCHES.installed
+# The module's API: counted, one uninstall per install (`sandbox.patches`).
+install, uninstall, installed = _PATCHES.install, _PATCHES.uninstall, _PATCHES.installed

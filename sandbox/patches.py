@@ -53,7 +53,6 @@ class CountedPatches:
         self._originals: list[tuple[Any, str, Any]] = []
         self.count = 0
 
-    @property
     def installed(self) -> bool:
         return self.count > 0
 

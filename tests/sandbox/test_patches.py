@@ -30,9 +30,9 @@ def test_patches_go_on_at_the_first_install_and_off_at_the_last_uninstall() -> N
     patches.install()
     assert Owner().greet() == "MOTO" and getattr(Owner.greet, "__test_mark__", False)
     patches.uninstall()
-    assert patches.installed and Owner().greet() == "MOTO"
+    assert patches.installed() and Owner().greet() == "MOTO"
     patches.uninstall()
-    assert not patches.installed and vars(Owner)["greet"] is before
+    assert not patches.installed() and vars(Owner)["greet"] is before
     patches.uninstall()  # one too many: nothing happens
     assert vars(Owner)["greet"] is before and patches.count == 0
 
@@ -77,6 +77,6 @@ def test_hooks_run_inside_install_and_uninstall_in_order() -> None:
         after_uninstall=lambda: calls.append("after_uninstall"),
     )
     outer.install()
-    assert inner.installed
+    assert inner.installed()
     outer.uninstall()
-    assert not inner.installed and calls == ["after_install", "before_uninstall", "after_uninstall"]
+    assert not inner.installed() and calls == ["after_install", "before_uninstall", "after_uninstall"]
