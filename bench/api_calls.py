@@ -9,10 +9,11 @@ event bus, the state machine's interpreter) go through other clients and are nev
 call no handler invocation made is counted under "(outside a handler)" so that it shows, not hides.
 A count, not a time: it does not depend on the machine or its load.
 
-Each job has two rows: every handler (the issue's measure), and the coordination handlers alone
-(`COORDINATION`: ingest, router, tracker, batch trigger): what it costs to get a file into a run and
-the run into the workflow. The workflow's task functions (Detect, Redact, Finalize) read and write
-each file's data and per-file results, and Finalize writes the run's status at each phase.
+Each job has a goal row, every handler's calls (the issue's measure, the workflow's task functions
+included), and a context row: the coordination handlers alone (`COORDINATION`: ingest, router,
+tracker, batch trigger), what it costs to get a file into a run and the run into the workflow. The
+jobs run in blackout mode (the default): each file's task reads it and writes its redacted copy,
+and the run's verdict is one write (pipeline/statemachine/build.py).
 """
 
 from __future__ import annotations
@@ -316,8 +317,8 @@ def _refusals(job: JobCalls) -> str:
 def rows(measured: Measured) -> list[GoalRow]:
     """The goal rows of a measurement. Pure.
 
-    Two rows per job: every handler (the issue's measure: its baseline counted the task functions
-    too), and the coordination handlers alone (what ingest, router and tracker cost per job).
+    Two rows per job: every handler (the goal: the issue's baseline counted the task functions
+    too), and the coordination handlers alone (context: what ingest, router and tracker cost).
     """
     single, folder, wait = measured.single, measured.folder, measured.wait
     return [
@@ -329,11 +330,11 @@ def rows(measured: Measured) -> list[GoalRow]:
             _inline(single),
         ),
         GoalRow(
-            "handler API calls, one single-file job (ingest, router, tracker)",
+            "handler API calls, one single-file job (ingest, router, tracker; not a goal)",
             str(single.coordination),
-            f"≤ {SINGLE_FILE_GOAL}",
-            single.coordination <= SINGLE_FILE_GOAL,
-            "the coordination handlers alone; the task functions' calls are in the row above",
+            "-",
+            True,
+            "the coordination handlers alone, part of the row above",
         ),
         GoalRow(
             f"handler API calls, one folder of {FOLDER_FILES} files (every handler)",
@@ -343,12 +344,11 @@ def rows(measured: Measured) -> list[GoalRow]:
             _inline(folder),
         ),
         GoalRow(
-            f"handler API calls, one folder of {FOLDER_FILES} files (ingest, router, tracker)",
+            f"handler API calls, one folder of {FOLDER_FILES} files (ingest, router, tracker; not a goal)",
             str(folder.coordination),
-            f"≤ {FOLDER_GOAL}",
-            folder.coordination <= FOLDER_GOAL,
-            "the coordination handlers alone; the task functions' calls are in the row above"
-            + _refusals(folder),
+            "-",
+            True,
+            "the coordination handlers alone, part of the row above" + _refusals(folder),
         ),
         GoalRow(
             "router capacity wait: calls beyond the re-send",
@@ -361,7 +361,7 @@ def rows(measured: Measured) -> list[GoalRow]:
 
 
 def _inline(job: JobCalls) -> str:
-    """"Ingest 3, Router 5, WorkflowTracker 1; workflow tasks (not counted): Detect 3, …" Pure."""
+    """"Ingest 3, Router 5, WorkflowTracker 1; workflow tasks: Detect 2, Finalize 1" Pure."""
     totals = by_function(job.counts, job.names)
 
     def listed(functions: list[str]) -> str:

@@ -445,7 +445,7 @@ def _throughput() -> list[_Chart]:
             [
                 ours(Metric.FILES_INGESTED, Function.INGEST, label="ingested"),
                 ours(Metric.FILES_DETECTED, Function.DETECT, label="scanned"),
-                ours(Metric.FILES_REDACTED, Function.REDACT, label="redacted"),
+                *ours_by_emitter(Metric.FILES_REDACTED, label="redacted"),
                 *ours_by_emitter(Metric.FILE_FAILURES, label="failed"),
                 ours(Metric.EMPTY_FILES, Function.DETECT, label="empty"),
                 ours(Metric.UNSUPPORTED_FILES, Function.ROUTER, label="unsupported"),

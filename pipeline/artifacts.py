@@ -3,12 +3,11 @@
 Findings hold entity types and offsets, never values. The synthetic mapping (original → fake)
 is secret: it is written with SSE-KMS when a key is configured and never logged.
 
-Per-file results live here too, one small JSON object per file and phase
-(`results/<phase>/<digest of the key>.json`), not in the Step Functions state: a run's state
-carries file keys, counts and pointers only, so it stays far below the 256 KiB state limit
-whatever the files' outcomes (a failure's cause is cut to `MAX_CAUSE_BYTES` where it is stored).
-The key is derived from the file key, so every reader finds a file's result without listing, and
-a file with no result is noticed, never skipped.
+Per-file results that do not go back into the Step Functions state live here too: a failure (its
+error and cause, cut to `MAX_CAUSE_BYTES`) or a summary too large for the state
+(`pipeline.tasks.hand_back`), one small JSON object per file and phase
+(`results/<phase>/<digest of the key>.json`). Findings and results are keyed by the file key, so
+every reader finds them without listing, and a file with no result is noticed, never skipped.
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
-"""The workflow's Lambda tasks as domain functions: detect, generate synthetic data, redact, and
-the bookkeeping of a run (status writes, recorded failures, the final account).
+"""The workflow's Lambda tasks as domain functions: detect (and, in blackout mode, redact in the
+same pass), generate synthetic data, redact, and the bookkeeping of a run (status writes,
+recorded failures, the account).
 
 Each takes plain input (the Step Functions state) and collaborators, and returns plain output
 matching the contract in `pipeline/statemachine/build.py`. Per-file problems that are facts about
 the file (empty, not UTF-8) are returned as outcomes, not raised: retrying cannot fix them.
 
-Per-file results are stored in S3 (`ArtifactStore.write_result`), never handed back into the
-Step Functions state: a task returns a summary of a few bytes, so a run's state holds its file
-keys, counts and pointers only and stays far below the 256 KiB state limit however its files
-fare. The account (`finalize`) reads every file's result from where it was stored.
+What a file's task hands back (`hand_back`) is a summary of at most `SUMMARY_MAX_BYTES`: the
+outcome and the entity counts, which the Map keeps, one per file in the order of `files`. A
+failure (its error, message and cause) or a summary that would be larger is stored in S3
+(`ArtifactStore.write_result`) and handed back as `{"outcome", "stored": true}`: so a run's state
+stays far below the 256 KiB state limit however its files fare, and the account (`account`)
+reads S3 only for those files. A file that went well costs no call beyond its own data.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pipeline.artifacts import (
     ArtifactStore,
     Findings,
     NotUtf8Error,
+    findings_key,
     results_prefix,
     truncate_utf8,
 )
@@ -39,13 +43,20 @@ from pipeline.config import RedactionMode
 from pipeline.jobs import RunRef
 from pipeline.pii.types import PiiDetector
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import TrackingStore, to_attribute
+from pipeline.stores.tracking import TrackingStore
 
 # The message of a failed file as the tracking record keeps it (with its key and error name).
 MAX_MESSAGE_BYTES = 300
+# The largest summary a per-file task hands back into the state (compact JSON, UTF-8 bytes); a
+# larger one (a file with many entity types) is stored in S3. Two Maps' worth of MaxFilesPerRun
+# summaries keep the largest state under half of the 256 KiB limit
+# (tests/unit/test_run_size_limits.py has the arithmetic).
+SUMMARY_MAX_BYTES = 120
 # Results read at once by the account: S3 answers each GET in ~10-20 ms; 100 files in well under
 # a second, far inside the function's timeout.
 READ_WORKERS = 8
+# The run's error when more files failed than it tolerates (also the workflow's Fail state's).
+TOLERANCE_ERROR = "FailureToleranceExceeded"
 # The error a stored result gets when a file has none (a bug, never a silent skip).
 RESULT_MISSING = "ResultMissing"
 NOT_REDACTED = "NotRedacted"
@@ -107,55 +118,83 @@ def transient_aws_errors() -> Iterator[None]:
         raise
 
 
-def summary(result: Mapping[str, Any]) -> dict[str, Any]:
-    """What a per-file task hands back to the workflow: a few bytes, never the result itself."""
-    return {"outcome": result["outcome"]}
+def _summary_size(summary: Mapping[str, Any]) -> int:
+    return len(json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def hand_back(event: Mapping[str, Any], artifacts: ArtifactStore, result: Mapping[str, Any]) -> dict[str, Any]:
+    """What a per-file task hands back into its Map item: `{"outcome", "entities"?, "redacted"?,
+    "replacements"?}` when it went well and is small; otherwise the result is stored in S3 and
+    the item says only `{"outcome", "stored": true}` (and `redacted`), which the account reads."""
+    small: dict[str, Any] = {"outcome": result["outcome"]}
+    if result.get("entity_counts"):
+        small["entities"] = dict(result["entity_counts"])
+    if result.get("redacted"):
+        small["redacted"] = True
+    if result["phase"] == REDACT_PHASE and result.get("replacements"):
+        small["replacements"] = int(result["replacements"])
+    if result["outcome"] != "failed" and _summary_size(small) <= SUMMARY_MAX_BYTES:
+        return small
+    artifacts.write_result(event["execution_name"], result["phase"], dict(result))
+    return {"outcome": result["outcome"], "stored": True} | ({"redacted": True} if result.get("redacted") else {})
 
 
 # -- per-file tasks -----------------------------------------------------------------------
 
 
 def detect_file(event: Mapping[str, Any], artifacts: ArtifactStore, detector: PiiDetector) -> dict[str, Any]:
-    """Detect PII in one file; the result is stored (findings in S3 too) and returned."""
+    """Detect PII in one file and return its result (not stored: see `hand_back`).
+
+    Blackout mode (`redaction_mode`) needs nothing from the other files, so the redacted copy is
+    written in the same pass (`redacted`): the source is read once and no findings are stored.
+    Otherwise the findings (offsets, never values) are stored for the synthetic mapping and the
+    redaction that follow.
+    """
+    from pipeline.pii.redaction import blackout
+
     file_key = event["file_key"]
-    result: dict[str, Any] = {"file_key": file_key, "phase": DETECT_PHASE, "entity_counts": {}, "findings_key": None}
+    in_one_pass = event.get("redaction_mode") == RedactionMode.BLACKOUT.value
+    result: dict[str, Any] = {"file_key": file_key, "phase": DETECT_PHASE, "entity_counts": {}}
     try:
         text, etag = artifacts.read_text(event["bucket"], file_key)
     except NotUtf8Error as exc:
-        result |= {"outcome": "failed", "error": "NotUtf8", "message": str(exc), "cause": str(exc)}
+        return result | {"outcome": "failed", "error": "NotUtf8", "message": str(exc), "cause": str(exc)}
+    if not text:
+        result["outcome"] = "empty"
+        if in_one_pass:
+            artifacts.write_output(file_key, "")
+            result["redacted"] = True
+        return result
+    entities = tuple(detector.detect(text))
+    result |= {"outcome": "ok", "entity_counts": dict(Counter(e.type for e in entities))}
+    if in_one_pass:
+        artifacts.write_output(file_key, blackout(text, entities))
+        result |= {"redacted": True, "replacements": len(entities)}
     else:
-        if not text:
-            result["outcome"] = "empty"
-        else:
-            entities = tuple(detector.detect(text))
-            key = artifacts.write_findings(event["execution_name"], Findings(file_key, etag, entities))
-            result |= {
-                "outcome": "ok",
-                "entity_counts": dict(Counter(e.type for e in entities)),
-                "findings_key": key,
-            }
-    artifacts.write_result(event["execution_name"], DETECT_PHASE, result)
+        artifacts.write_findings(event["execution_name"], Findings(file_key, etag, entities))
     return result
 
 
-def _detection(event: Mapping[str, Any], artifacts: ArtifactStore, file_key: str) -> dict[str, Any] | None:
-    return artifacts.read_result(event["execution_name"], DETECT_PHASE, file_key)
+def _detections(event: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any] | None]]:
+    """Each file of the run with its detection summary (the detect Map's output, in file order)."""
+    files = list(event.get("files") or ())
+    detections = list(event.get("detections") or ())
+    return [(key, detections[index] if index < len(detections) else None) for index, key in enumerate(files)]
 
 
 def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secret: bytes | None = None) -> dict[str, Any]:
     """One consistent mapping for the whole job, written to the output bucket (encrypted).
 
-    Reads the stored detection of each of the run's files (`files` in the state)."""
+    Reads the findings of each file whose detection found text (`files` and `detections`)."""
     # Imported here: each task function loads only the PII code it runs (finalize none of it).
     from pipeline.pii.redaction import values_by_type
     from pipeline.pii.synthetic import build_mapping
 
     values: dict[str, set[str]] = {}
-    for file_key in event.get("files") or ():
-        detection = _detection(event, artifacts, file_key)
-        if not detection or detection.get("outcome") != "ok" or not detection.get("findings_key"):
+    for file_key, detection in _detections(event):
+        if not detection or detection.get("outcome") != "ok":
             continue
-        findings = artifacts.read_findings(detection["findings_key"])
+        findings = artifacts.read_findings(findings_key(event["execution_name"], file_key))
         text, _ = artifacts.read_text(event["bucket"], findings.file_key, findings.etag)
         for entity_type, found in values_by_type(text, findings.entities).items():
             values.setdefault(entity_type, set()).update(found)
@@ -165,13 +204,16 @@ def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secre
 
 
 def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str, Any]:
-    """Write the redacted copy of input key K to the output bucket at K; store the result."""
+    """Write the redacted copy of input key K to the output bucket at K; return the result.
+
+    `detection` is the file's detection summary (the workflow picks it from the detect Map's
+    output); the findings are read from where detection stored them."""
     from pipeline.pii.redaction import blackout, substitute
 
     file_key = event["file_key"]
-    detection = _detection(event, artifacts, file_key)
-    if detection is None:
-        raise ResultMissingError("no stored detection result for this file")
+    detection = event.get("detection")
+    if not detection:
+        raise ResultMissingError("no detection result for this file")
     result: dict[str, Any] = {"file_key": file_key, "phase": REDACT_PHASE, "output_key": None, "replacements": 0}
     if detection.get("outcome") == "empty":
         artifacts.write_output(file_key, "")
@@ -179,7 +221,7 @@ def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str,
     elif detection.get("outcome") != "ok":
         result["outcome"] = "skipped"
     else:
-        findings = artifacts.read_findings(detection["findings_key"])
+        findings = artifacts.read_findings(findings_key(event["execution_name"], file_key))
         text, _ = artifacts.read_text(event["bucket"], file_key, findings.etag)
         if event.get("redaction_mode") == RedactionMode.SYNTHETIC.value:
             redacted = substitute(text, findings.entities, artifacts.read_mapping(event["mapping_s3_key"]))
@@ -187,7 +229,6 @@ def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str,
             redacted = blackout(text, findings.entities)
         artifacts.write_output(file_key, redacted)
         result |= {"outcome": "redacted", "output_key": file_key, "replacements": len(findings.entities)}
-    artifacts.write_result(event["execution_name"], REDACT_PHASE, result)
     return result
 
 
@@ -220,8 +261,7 @@ def record_failure(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[s
         "message": error_message(cause),
         "cause": truncate_utf8(cause, MAX_CAUSE_BYTES),
     }
-    artifacts.write_result(event["execution_name"], event["phase"], result)
-    return summary(result)
+    return hand_back(event, artifacts, result)
 
 
 def write_status(event: Mapping[str, Any], store: TrackingStore, now: datetime) -> dict[str, Any]:
@@ -267,34 +307,69 @@ def _missing(file_key: str, phase: str) -> dict[str, Any]:
     }
 
 
-def read_results(
-    artifacts: ArtifactStore, execution_name: str, phase: str, files: Sequence[str]
+def _from_summary(file_key: str, phase: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+    result = {key: summary[key] for key in ("outcome", "redacted", "replacements") if key in summary}
+    return {"file_key": file_key, "phase": phase, "entity_counts": dict(summary.get("entities") or {})} | result
+
+
+def resolve_results(
+    artifacts: ArtifactStore, execution_name: str, phase: str, handed_back: Sequence[tuple[str, Mapping[str, Any] | None]]
 ) -> dict[str, dict[str, Any]]:
-    """Every file's stored result of `phase` (a missing one is a failure named ResultMissing)."""
+    """Every file's result of `phase`, from what its task handed back (`hand_back`); S3 is read
+    only for a result that was stored, or a file the Map's output has no summary for. A file
+    with neither is a failure named ResultMissing (a bug, never a silent skip)."""
+    results: dict[str, dict[str, Any]] = {}
+    to_read: list[str] = []
+    for file_key, summary in handed_back:
+        if file_key in results or file_key in to_read:
+            continue
+        if summary and not summary.get("stored"):
+            results[file_key] = _from_summary(file_key, phase, summary)
+        else:
+            to_read.append(file_key)
+
     def read(file_key: str) -> dict[str, Any]:
         return artifacts.read_result(execution_name, phase, file_key) or _missing(file_key, phase)
 
-    if len(files) <= 1:
-        return {key: read(key) for key in files}
-    with ThreadPoolExecutor(max_workers=min(READ_WORKERS, len(files))) as pool:
-        return dict(zip(files, pool.map(read, files), strict=True))
+    if len(to_read) == 1:
+        results[to_read[0]] = read(to_read[0])
+    elif to_read:
+        with ThreadPoolExecutor(max_workers=min(READ_WORKERS, len(to_read))) as pool:
+            results.update(zip(to_read, pool.map(read, to_read), strict=True))
+    return results
 
 
-# Which status the record holds when each account is written (anything else: it moved on).
-ACCOUNT_EXPECTED_STATUS = {"detect": JobStatus.DETECTING, "complete": JobStatus.REDACT_COMPLETE}
+def _redacted_in_one_pass(detection: Mapping[str, Any]) -> dict[str, Any]:
+    counts = detection.get("entity_counts") or {}
+    return {"outcome": "redacted", "replacements": int(detection.get("replacements", sum(counts.values())))}
 
 
 def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Tolerance) -> dict[str, Any]:
-    """Account for every file of the run from the stored results; decide the tolerance.
+    """Account for every file of the run from what its tasks handed back; decide the tolerance.
 
-    phase "detect": after the detection Map; phase "complete": after the redaction Map. Returns
-    the outcome (`failed_files`, `redaction_results`) and the small `check` the workflow reads.
+    phase "detect": after the detection Map (synthetic mode); phase "complete": at the end, from
+    the detections (`redacted` in one pass in blackout mode) and, in synthetic mode, the
+    redaction Map's output (`redactions`). Returns the outcome (`failed_files`,
+    `redaction_results`) and the small `check` the workflow reads.
     """
     phase = event.get("phase", "complete")
     execution_name = event["execution_name"]
-    files: list[str] = list(dict.fromkeys(event.get("files") or ()))
-    detections = read_results(artifacts, execution_name, DETECT_PHASE, files)
-    redactions = read_results(artifacts, execution_name, REDACT_PHASE, files) if phase == "complete" else {}
+    handed_back = _detections(event)
+    files: list[str] = list(dict.fromkeys(key for key, _ in handed_back))
+    detections = resolve_results(artifacts, execution_name, DETECT_PHASE, handed_back)
+    redactions: dict[str, dict[str, Any]] = {}
+    if phase == "complete":
+        listed = list(event.get("redactions") or ())
+        redactions = resolve_results(
+            artifacts,
+            execution_name,
+            REDACT_PHASE,
+            [
+                (key, listed[index] if index < len(listed) else None)
+                for index, (key, _) in enumerate(handed_back)
+                if not detections[key].get("redacted") and detections[key].get("outcome") != "failed"
+            ],
+        )
     detect_failed: list[dict[str, str]] = []
     redact_failed: list[dict[str, str]] = []
     empty: list[str] = []
@@ -310,7 +385,7 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
             empty.append(key)
         if phase != "complete":
             continue
-        redaction = redactions[key]
+        redaction = _redacted_in_one_pass(detection) if detection.get("redacted") else redactions[key]
         if redaction.get("outcome") == "redacted":
             redacted += 1
             replacements += int(redaction.get("replacements") or 0)
@@ -346,44 +421,64 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
     }
 
 
-def record_account(dynamodb: Any, table: str, event: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
-    """Write the account onto the run's record, while the record is where this phase left it.
+def _account_fields(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "failed_files": outcome["failed_files"],
+        "redaction_results": outcome["redaction_results"],
+        "results_s3_prefix": outcome["results_s3_prefix"],
+    }
+
+
+def record_account(store: TrackingStore, event: Mapping[str, Any], outcome: Mapping[str, Any], now: datetime) -> None:
+    """Write the detection account onto the run's record, while the record is DETECTING.
 
     The record holds every file's outcome (failed files with key, error and a message cut to
     MAX_MESSAGE_BYTES); with at most MaxFilesPerRun files that stays far below DynamoDB's 400 KB.
     Raises JobNoLongerActive when the record moved on.
     """
-    expected = ACCOUNT_EXPECTED_STATUS[outcome["phase"]]
-    values: dict[str, Any] = {
-        ":failed_files": to_attribute(outcome["failed_files"]),
-        ":redaction_results": to_attribute(outcome["redaction_results"]),
-        ":prefix": {"S": outcome["results_s3_prefix"]},
-        ":expected": {"S": expected.value},
-    }
-    sets = ["failed_files = :failed_files", "redaction_results = :redaction_results", "results_s3_prefix = :prefix"]
-    if outcome["phase"] == "complete":
-        mapping_key = event.get("mapping_s3_key")
-        values[":mapping"] = {"S": mapping_key} if mapping_key else {"NULL": True}
-        sets.append("mapping_s3_key = :mapping")
-    try:
-        dynamodb.update_item(
-            TableName=table,
-            Key={"job_id": {"S": event["job_id"]}, "started_at": {"S": event["started_at"]}},
-            UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression="#status = :expected",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
-        )
-    except Exception as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
-            raise JobNoLongerActive(f"the run's record is no longer {expected.value}") from None
-        raise
+    run = RunRef(event["job_id"], event["started_at"])
+    expected = JobStatus.DETECTING
+    if store.transition(run, expected, now, fields=_account_fields(outcome), expected_status=expected) is None:
+        raise JobNoLongerActive(f"the run's record is no longer {expected.value}")
+
+
+def tolerance_cause(failed_share: float) -> str:
+    return f"Failed share of files {failed_share} is over the tolerance"
+
+
+def record_verdict(store: TrackingStore, event: Mapping[str, Any], outcome: Mapping[str, Any], now: datetime) -> JobStatus:
+    """End the run in one conditional write: COMPLETE, or FAILED when more files failed than the
+    job tolerates, together with the account. The record must be where the workflow left it
+    (DETECTING after the one-pass blackout Map, REDACT_COMPLETE after a synthetic redaction); a
+    retried attempt whose first write landed finds its own verdict and succeeds again (a FAILED
+    with another error is someone else's: the run moved on).
+    Raises JobNoLongerActive when the record moved on without this execution."""
+    check = outcome["check"]
+    target = JobStatus.COMPLETE if check["within_tolerance"] else JobStatus.FAILED
+    synthetic = event.get("redaction_mode") == RedactionMode.SYNTHETIC.value
+    fields = _account_fields(outcome) | {"mapping_s3_key": event.get("mapping_s3_key") or None}
+    if target is JobStatus.FAILED:
+        fields |= {"error": TOLERANCE_ERROR, "cause": tolerance_cause(check["failed_share"])}
+    run = RunRef(event["job_id"], event["started_at"])
+    expected = JobStatus.REDACT_COMPLETE if synthetic else JobStatus.DETECTING
+    if store.transition(run, target, now, fields=fields, expected_status=expected) is None:
+        current = store.get_run(run)
+        ours = current is not None and current.status is target
+        if ours and target is JobStatus.FAILED:
+            ours = current.error == TOLERANCE_ERROR  # not a FAILED someone else wrote
+        if not ours:
+            raise JobNoLongerActive(f"the run's record did not allow {target.value}: it moved on without this execution")
+    return target
 
 
 def finalize(
-    event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Tolerance, dynamodb: Any, table: str
+    event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Tolerance, store: TrackingStore, now: datetime
 ) -> dict[str, Any]:
-    """Account for every file, record the account on the run, hand the workflow its check."""
+    """Account for every file and hand the workflow its check: after detection, record the
+    account on the run; at the end, record it with the run's verdict (`record_verdict`)."""
     outcome = account(event, artifacts, tolerance)
-    record_account(dynamodb, table, event, outcome)
+    if outcome["phase"] == "complete":
+        record_verdict(store, event, outcome, now)
+    else:
+        record_account(store, event, outcome, now)
     return outcome["check"]

@@ -2,8 +2,10 @@
 
 - `status`: move the run's tracking record to `target` (forward only; our timestamp format);
 - `record_failure`: store the failure of one file that a per-file Catch hands over;
-- `check` (the default): account for every file from the stored results, write the account on
-  the run's record and hand the workflow a small check (within tolerance, failed share, counts).
+- `check` (the default): account for every file from what its tasks handed back; after
+  detection write the account on the run's record, at the end write it together with the run's
+  verdict (COMPLETE, or FAILED over the tolerance); hand the workflow a small check (within
+  tolerance, failed share, counts).
 
 A condition that finds the record moved on raises JobNoLongerActive (the workflow stops there);
 a transient AWS failure raises PipelineTransientError (the workflow retries the task).
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.aws import client
 from pipeline.config import ConfigurationError
 from pipeline.handlers import _wiring
 from pipeline.jobs import utc_now
@@ -52,11 +53,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return result
         settings = _wiring.settings()
         result = finalize(
-            event,
-            _wiring.artifacts(),
-            Tolerance(settings.max_failed_file_percent),
-            client("dynamodb"),
-            settings.require("tracking_table"),
+            event, _wiring.artifacts(), Tolerance(settings.max_failed_file_percent), _wiring.tracking_store(), utc_now()
         )
     emit(Metric.RUN_FILE_FAILURE_PERCENT, round(100 * float(result.get("failed_share", 0.0)), 2))
     logger.info(

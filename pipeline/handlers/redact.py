@@ -1,12 +1,12 @@
-"""Step Functions task: write the redacted copy of one file to the output bucket at the same key;
-the file's result goes to S3, the workflow gets a summary of a few bytes."""
+"""Step Functions task (synthetic mode): write the redacted copy of one file to the output bucket at
+the same key; the workflow gets a summary of a few bytes (`hand_back`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pipeline.handlers import _wiring
-from pipeline.tasks import redact_file, summary, transient_aws_errors
+from pipeline.tasks import hand_back, redact_file, transient_aws_errors
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -19,8 +19,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     file_key = event["file_key"]
     correlate(job_id=event["job_id"], execution_name=event["execution_name"], file_key=file_key)
     with span("redact.file", (event.get("trace") or {}), job_id=event["job_id"], file_key=file_key), transient_aws_errors():
-        result = redact_file(event, _wiring.artifacts())
+        artifacts = _wiring.artifacts()
+        result = redact_file(event, artifacts)
+        handed_back = hand_back(event, artifacts, result)
     if result["outcome"] == "redacted":
         emit(Metric.FILES_REDACTED)
     logger.info("file redacted", extra={"outcome": result["outcome"], "replacements": result["replacements"]})
-    return summary(result)
+    return handed_back

@@ -19,15 +19,23 @@ Data contract (the execution input, set by the router)::
 `trace` is required and always an object: optional trace fields live inside it, so a run without
 trace context passes `{}` and no JSONPath ever points at a missing field.
 
+Shape. Blackout mode needs nothing across files, so one Map does it all: each file is read once,
+scanned and its redacted copy written (DetectPII), then PrepareComplete accounts for the run and
+writes its verdict (COMPLETE, or FAILED over the tolerance) with the account in one conditional
+write. Synthetic mode needs every file's findings before the job's mapping: DetectPII stores
+findings, CheckDetectTolerance records the detection account, GenerateSynthetic builds the
+mapping, RedactPII writes the copies, PrepareComplete ends the run as above. A happy blackout
+file costs its task two calls (read the source, write the copy), the run one more (the verdict).
+
 Size (AWS: 256 KiB per state, input and output; notes/MOTO.md). The state carries the run's file
-keys (at most `MaxFilesPerRun`), counts and pointers, never per-file results: each per-file task
-stores its result in S3 and hands back `{"outcome": ...}` (ResultSelector), a failure caught in a
-Map item is stored by the finalize function (`record_failure`), both Maps drop their results
-(`ResultPath: null`), and the account after each Map (finalize `check`) reads the stored results
-and writes the outcome onto the run's tracking record, handing back only a small check.
+keys (at most `MaxFilesPerRun`), counts and pointers, and one summary per file and Map of at most
+`pipeline.tasks.SUMMARY_MAX_BYTES` (`{"outcome", "entities"}`, in file order at `$.detections` and
+`$.redactions`): a failed file's error and cause, or a larger summary, is stored in S3 and its
+summary only says `stored`; the account (finalize `check`) reads S3 for those files alone and
+writes the outcome onto the run's tracking record, handing back only a small check.
 
 Timestamps. Every stored timestamp is ours (`pipeline.jobs.format_timestamp`, `…µsZ`): the status
-writes after the first are finalize tasks (`action: status`), never `$$.State.EnteredTime`
+writes after the first are finalize tasks (`action: status`, or the verdict), never `$$.State.EnteredTime`
 (`…+00:00` on moto, `…msZ` on AWS) written into `updated_at`, a sort key of two indexes. The
 first write (MarkDetecting) stays a DynamoDB task and leaves `updated_at` as the router wrote it
 when it admitted the run, moments before.
@@ -44,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.status import JobStatus, allowed_predecessors
+from pipeline.tasks import TOLERANCE_ERROR
 
 DEFINITION_PATH = Path(__file__).with_name("pipeline.asl.json")
 
@@ -120,15 +129,16 @@ CONDITIONAL_CHECK_FAILED = "DynamoDB.ConditionalCheckFailedException"
 ALL_ERRORS = "States.ALL"
 
 # --- Errors this workflow raises itself ------------------------------------------------------
-TOLERANCE_ERROR = "FailureToleranceExceeded"
+# TOLERANCE_ERROR (imported): the run's error when more files failed than it tolerates.
 # Raised by the finalize function (`pipeline.tasks.JobNoLongerActive`) when a conditional write
 # finds the record moved on; also the Fail state's error.
 NO_LONGER_ACTIVE_ERROR = "JobNoLongerActive"
 
 # Fields every job-level step carries; Map items get them too (plus their own item).
 JOB_FIELDS: tuple[str, ...] = ("job_id", "started_at", "execution_name", "bucket", "output_bucket")
-# What a per-file task hands back into its Map item: the outcome, nothing else.
-OUTCOME_ONLY: dict[str, str] = {"outcome.$": "$.outcome"}
+# Where each Map keeps its per-file summaries (in the order of `files`).
+DETECTIONS_PATH = "$.detections"
+REDACTIONS_PATH = "$.redactions"
 
 
 class State(StrEnum):
@@ -155,7 +165,6 @@ class State(StrEnum):
     PREPARE_COMPLETE = "PrepareComplete"
     COMPLETE_TOLERANCE_CHOICE = "CompleteToleranceChoice"
     WORKFLOW_COMPLETE = "WorkflowComplete"
-    DONE = "Done"
     MARK_TOLERANCE_FAILED = "MarkToleranceFailed"
     TOLERANCE_EXCEEDED = "ToleranceExceeded"
     MARK_JOB_FAILED = "MarkJobFailed"
@@ -171,10 +180,11 @@ STATUS_TASKS: Mapping[State, JobStatus] = {
     State.MARK_SYNTHETIC_COMPLETE: JobStatus.SYNTHETIC_COMPLETE,
     State.MARK_REDACTING: JobStatus.REDACTING,
     State.MARK_REDACT_COMPLETE: JobStatus.REDACT_COMPLETE,
-    State.WORKFLOW_COMPLETE: JobStatus.COMPLETE,
     State.MARK_TOLERANCE_FAILED: JobStatus.FAILED,
     State.MARK_JOB_FAILED: JobStatus.FAILED,
 }
+# PrepareComplete ends the run itself: COMPLETE, or FAILED over the tolerance, with the account.
+VERDICT_TASK = State.PREPARE_COMPLETE
 # The one status write done by Step Functions' DynamoDB integration (the execution's first act);
 # every other status task invokes the finalize function.
 DYNAMODB_STATUS_TASKS: tuple[State, ...] = (State.MARK_DETECTING,)
@@ -337,8 +347,9 @@ def _status_task(
 
 
 def _check_task(phase: str, next_state: State, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The account after a Map: reads every file's stored result, writes the outcome on the
-    record, hands back the small check (within_tolerance, failed_share, counts) at `$.check`."""
+    """The account: takes every file's summary the Maps kept (S3 only for stored ones), writes
+    the outcome on the record (at the end with the run's verdict), hands back the small check
+    (within_tolerance, failed_share, counts) at `$.check`."""
     parameters = {
         "action": ACTION_CHECK,
         "phase": phase,
@@ -361,7 +372,7 @@ def _check_task(phase: str, next_state: State, extra: Mapping[str, str] | None =
 
 def _failure_recorder(phase: str) -> dict[str, Any]:
     """Store a failed file's error (the Catch put it at `$.error`) as that file's result of
-    `phase`, through the finalize function; the item's output is `{"outcome": "failed"}`.
+    `phase`, through the finalize function; the item's output is `{"outcome": "failed", "stored": true}`.
     A recorder that fails after its retries fails the Map, and so the job."""
     return _lambda_task(
         FINALIZE_FUNCTION_ARN,
@@ -372,7 +383,6 @@ def _failure_recorder(phase: str) -> dict[str, Any]:
             "file_key.$": "$.file_key",
             "error.$": "$.error",
         },
-        ResultSelector=dict(OUTCOME_ONLY),
         End=True,
     )
 
@@ -383,6 +393,7 @@ def _file_map(
     task: State,
     function: str,
     phase: str,
+    result_path: str,
     next_state: State,
     comment: str,
 ) -> dict[str, Any]:
@@ -401,27 +412,38 @@ def _file_map(
             "States": {
                 task.value: _lambda_task(
                     function,
-                    ResultSelector=dict(OUTCOME_ONLY),
                     Catch=[_catch([ALL_ERRORS], failed)],
                     End=True,
                 ),
                 failed.value: _failure_recorder(phase),
             },
         },
-        # Per-file results are in S3: the Map's own (one outcome per item) is dropped.
-        "ResultPath": None,
+        # One small summary per file, in file order (the account reads them).
+        "ResultPath": result_path,
         # Only a fault of the Map itself lands here: item failures are caught inside.
         "Catch": [_catch([ALL_ERRORS], State.MARK_JOB_FAILED)],
         "Next": next_state.value,
     }
 
 
-def _tolerance_choice(go_on: State) -> dict[str, Any]:
+def _tolerance_choice(go_on: State, otherwise: State) -> dict[str, Any]:
     """Fail closed: only an explicit `true` lets the job go on."""
     return {
         "Type": "Choice",
         "Choices": [{"Variable": "$.check.within_tolerance", "BooleanEquals": True, "Next": go_on.value}],
-        "Default": State.MARK_TOLERANCE_FAILED.value,
+        "Default": otherwise.value,
+    }
+
+
+def _carried(**fields: Any) -> dict[str, Any]:
+    """A Pass state's Parameters: the job's fields and what later states read, nothing else."""
+    return _job_fields() | {
+        "files.$": "$.files",
+        "unsupported.$": "$.unsupported",
+        "redaction_mode.$": "$.redaction_mode",
+        "trace.$": "$.trace",
+        "detections.$": DETECTIONS_PATH,
+        **fields,
     }
 
 
@@ -431,66 +453,68 @@ def build_definition() -> dict[str, Any]:
     states: dict[str, dict[str, Any]] = {
         State.MARK_DETECTING: _dynamodb_status_task(JobStatus.DETECTING, State.DETECT_PII),
         State.DETECT_PII: _file_map(
-            extra_item_fields={},
+            extra_item_fields={"redaction_mode.$": "$.redaction_mode"},
             task=State.DETECT_FILE,
             function=DETECT_FUNCTION_ARN,
             phase="detect",
-            next_state=State.CHECK_DETECT_TOLERANCE,
-            comment="Detect PII per file; a file that fails after its retries is recorded, not fatal.",
+            result_path=DETECTIONS_PATH,
+            next_state=State.CHECK_REDACTION_MODE,
+            comment="Detect PII per file (blackout: and write the redacted copy in the same pass); "
+            "a file that fails after its retries is recorded, not fatal.",
         ),
-        State.CHECK_DETECT_TOLERANCE: _check_task("detect", State.DETECT_TOLERANCE_CHOICE),
-        State.DETECT_TOLERANCE_CHOICE: _tolerance_choice(State.DROP_FILES),
-        State.DROP_FILES: {
-            "Type": "Pass",
-            "Comment": "Keep the state small: only what later states read (the check is dropped).",
-            "Parameters": _job_fields()
-            | {
-                "files.$": "$.files",
-                "unsupported.$": "$.unsupported",
-                "redaction_mode.$": "$.redaction_mode",
-                "trace.$": "$.trace",
-            },
-            "Next": State.MARK_DETECT_COMPLETE.value,
-        },
-        State.MARK_DETECT_COMPLETE: _status_task(JobStatus.DETECT_COMPLETE, State.CHECK_REDACTION_MODE),
         State.CHECK_REDACTION_MODE: {
             "Type": "Choice",
             "Choices": [
                 {
                     "Variable": "$.redaction_mode",
                     "StringEquals": "synthetic",
-                    "Next": State.MARK_GENERATING_SYNTHETIC.value,
+                    "Next": State.CHECK_DETECT_TOLERANCE.value,
                 }
             ],
             "Default": State.SET_EMPTY_MAPPING.value,
         },
+        State.SET_EMPTY_MAPPING: {
+            "Type": "Pass",
+            "Comment": "Blackout: every file was redacted in DetectPII; no mapping, no redaction Map.",
+            "Parameters": _carried(mapping={"mapping_s3_key": None}, redactions=None),
+            "Next": State.PREPARE_COMPLETE.value,
+        },
+        State.CHECK_DETECT_TOLERANCE: _check_task(
+            "detect", State.DETECT_TOLERANCE_CHOICE, {"detections.$": DETECTIONS_PATH}
+        ),
+        State.DETECT_TOLERANCE_CHOICE: _tolerance_choice(State.DROP_FILES, State.MARK_TOLERANCE_FAILED),
+        State.DROP_FILES: {
+            "Type": "Pass",
+            "Comment": "Keep the state small: only what later states read (the check is dropped).",
+            "Parameters": _carried(),
+            "Next": State.MARK_DETECT_COMPLETE.value,
+        },
+        State.MARK_DETECT_COMPLETE: _status_task(JobStatus.DETECT_COMPLETE, State.MARK_GENERATING_SYNTHETIC),
         State.MARK_GENERATING_SYNTHETIC: _status_task(
             JobStatus.GENERATING_SYNTHETIC, State.GENERATE_SYNTHETIC
         ),
         State.GENERATE_SYNTHETIC: _lambda_task(
             GENERATE_SYNTHETIC_FUNCTION_ARN,
-            parameters=_job_fields() | {"files.$": "$.files", "trace.$": "$.trace"},
+            parameters=_job_fields()
+            | {"files.$": "$.files", "detections.$": DETECTIONS_PATH, "trace.$": "$.trace"},
             ResultSelector={"mapping_s3_key.$": "$.mapping_s3_key"},
             ResultPath="$.mapping",
             Catch=[_catch([ALL_ERRORS], State.MARK_JOB_FAILED)],
             Next=State.MARK_SYNTHETIC_COMPLETE.value,
         ),
         State.MARK_SYNTHETIC_COMPLETE: _status_task(JobStatus.SYNTHETIC_COMPLETE, State.MARK_REDACTING),
-        State.SET_EMPTY_MAPPING: {
-            "Type": "Pass",
-            "Result": {"mapping_s3_key": None},
-            "ResultPath": "$.mapping",
-            "Next": State.MARK_REDACTING.value,
-        },
         State.MARK_REDACTING: _status_task(JobStatus.REDACTING, State.REDACT_PII),
         State.REDACT_PII: _file_map(
             extra_item_fields={
                 "redaction_mode.$": "$.redaction_mode",
                 "mapping_s3_key.$": "$.mapping.mapping_s3_key",
+                # this file's detection summary: the detect Map's output is in file order
+                "detection.$": f"States.ArrayGetItem({DETECTIONS_PATH}, $$.Map.Item.Index)",
             },
             task=State.REDACT_FILE,
             function=REDACT_FUNCTION_ARN,
             phase="redact",
+            result_path=REDACTIONS_PATH,
             next_state=State.MARK_REDACT_COMPLETE,
             comment="Redact per file (files whose detection failed are skipped by the function).",
         ),
@@ -498,11 +522,15 @@ def build_definition() -> dict[str, Any]:
         State.PREPARE_COMPLETE: _check_task(
             "complete",
             State.COMPLETE_TOLERANCE_CHOICE,
-            {"mapping_s3_key.$": "$.mapping.mapping_s3_key"},
+            {
+                "detections.$": DETECTIONS_PATH,
+                "redactions.$": REDACTIONS_PATH,
+                "redaction_mode.$": "$.redaction_mode",
+                "mapping_s3_key.$": "$.mapping.mapping_s3_key",
+            },
         ),
-        State.COMPLETE_TOLERANCE_CHOICE: _tolerance_choice(State.WORKFLOW_COMPLETE),
-        State.WORKFLOW_COMPLETE: _status_task(JobStatus.COMPLETE, State.DONE),
-        State.DONE: {"Type": "Succeed"},
+        State.COMPLETE_TOLERANCE_CHOICE: _tolerance_choice(State.WORKFLOW_COMPLETE, State.TOLERANCE_EXCEEDED),
+        State.WORKFLOW_COMPLETE: {"Type": "Succeed", "Comment": "PrepareComplete wrote COMPLETE with the account."},
         State.MARK_TOLERANCE_FAILED: _status_task(
             JobStatus.FAILED,
             State.TOLERANCE_EXCEEDED,

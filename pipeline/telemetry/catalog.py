@@ -233,7 +233,12 @@ CATALOG: dict[Metric, MetricSpec] = {
         MetricSpec(Metric.EMPTY_FILES, _C, "Empty files, recorded as empty; not failures.", (_F.DETECT,)),
         MetricSpec(Metric.FILES_DETECTED, _C, "Files scanned for PII.", (_F.DETECT,)),
         MetricSpec(Metric.PII_ENTITIES_DETECTED, _C, "PII entities found (all types).", (_F.DETECT,)),
-        MetricSpec(Metric.FILES_REDACTED, _C, "Redacted copies written to the output bucket.", (_F.REDACT,)),
+        MetricSpec(
+            Metric.FILES_REDACTED,
+            _C,
+            "Redacted copies written to the output bucket (blackout: by detect, in the same pass).",
+            (_F.DETECT, _F.REDACT),
+        ),
         MetricSpec(
             Metric.FILE_FAILURES,
             _C,

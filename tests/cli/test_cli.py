@@ -64,7 +64,7 @@ def test_status_jobs_and_job_show_read_a_sandbox(sandbox) -> None:
     assert "1 run(s)" in runner.invoke(app, ["jobs", "--limit", "5"]).output
     detail = envelope(runner.invoke(app, ["job", "show", "claims/", "--json"]).output, "job")
     assert detail["file_outcomes"] == {"claims/a.txt": "redacted"}
-    assert detail["state_path"][0] == "MarkDetecting" and detail["state_path"][-1] == "Done"
+    assert detail["state_path"][0] == "MarkDetecting" and detail["state_path"][-1] == "WorkflowComplete"
     assert {line["function"] for line in detail["log_lines"]} >= {sandbox.outputs["DetectFunctionName"]}
 
 

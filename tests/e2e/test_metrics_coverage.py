@@ -3,9 +3,11 @@ sandbox run that takes those paths. An alarm on a metric nothing emits can never
 
 One sandbox, one workload that takes the healthy paths and the ones that page: a capacity wait,
 an unsupported, an empty and a non-UTF-8 file, a task that crashes on a file, a poison message, a
-repeated message, an execution that fails, and reconciler runs. Then each (namespace, metric, dimensions) row the alarms and the
-operations dashboard name must exist in CloudWatch. The exceptions are listed with the reason a
-realtime sandbox cannot emit them and the test that covers them instead.
+repeated message, an execution that fails, a job in each redaction mode (blackout redacts in the
+detect task, synthetic runs the mapping and the redact task), and reconciler runs. Then each
+(namespace, metric, dimensions) row the alarms and the operations dashboard name must exist in
+CloudWatch. The exceptions are listed with the reason a realtime sandbox cannot emit them and the
+test that covers them instead.
 """
 
 from __future__ import annotations
@@ -40,14 +42,12 @@ NOT_IN_A_REALTIME_SANDBOX = {
     ("PipeOps", "StaleStatusWrites", "WorkflowTrackerFunction"): "a backwards status write (test_tracker_handler.py)",
     ("PipeOps", "DuplicateReleases", "WorkflowTrackerFunction"): "a duplicated status event (test_pipeline_e2e.py)",
     ("PipeOps", "DuplicateDeliveries", "IngestFunction"): "a redelivered S3 event (tests/functional/test_ingest_races.py)",
-    ("PipeOps", "SyntheticValuesGenerated", "GenerateSyntheticFunction"): "RedactionMode synthetic (the dashboard test)",
     ("AWS/States", "ExecutionsTimedOut", "PipelineStateMachine"): "an execution past TimeoutSeconds (600 s at least here)",
     ("AWS/States", "ExecutionsAborted", "PipelineStateMachine"): "a stopped execution (test_reconcile_sandbox.py)",
     ("AWS/States", "ExecutionThrottled", "PipelineStateMachine"): "AWS publishes it only on throttling; moto never throttles",
 }
 ONLY_ON_THROTTLING = {"Throttles", "ReadThrottleEvents", "WriteThrottleEvents", "ConditionalCheckFailedRequests"}
 BATCH_ONLY_FUNCTION = "BatchTriggerFunction"  # its schedule is disabled in realtime mode
-SYNTHETIC_ONLY_FUNCTION = "GenerateSyntheticFunction"
 
 
 def runs(sandbox: Any) -> list[RunRecord]:
@@ -75,6 +75,7 @@ def emitted(sandbox: Any) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
 def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import pipeline.handlers.detect as detect_handler
     import pipeline.handlers.finalize as finalize_handler
+    from pipeline.handlers import _wiring
 
     real_detect = detect_handler.detect_file
 
@@ -109,17 +110,36 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
         QueueUrl=sandbox.outputs["MainQueueUrl"], MessageBody=JobMessage(done.job_id, done.started_at, bucket).to_json()
     )
 
-    # An execution that fails: its first status write raises (the workflow's Catch marks it FAILED).
-    real_write_status = finalize_handler.write_status
+    # An execution that fails: its account and verdict (PrepareComplete) raises, the workflow's
+    # Catch marks it FAILED (a blackout run writes no other status through the finalize function).
+    real_finalize = finalize_handler.finalize
 
-    def fail_the_first_write(event: Any, *args: Any, **kwargs: Any) -> Any:
+    def fail_the_verdict(event: Any, *args: Any, **kwargs: Any) -> Any:
         if event.get("job_id") == "doomed.txt":
-            raise RuntimeError("injected: the run's status write fails")
-        return real_write_status(event, *args, **kwargs)
+            raise RuntimeError("injected: the run's account fails")
+        return real_finalize(event, *args, **kwargs)
 
-    monkeypatch.setattr(finalize_handler, "write_status", fail_the_first_write)
+    monkeypatch.setattr(finalize_handler, "finalize", fail_the_verdict)
     s3.put_object(Bucket=bucket, Key="doomed.txt", Body=b"mail cy@corp.example\n")
     wait_until(lambda: any(r.job_id == "doomed.txt" and r.status.is_terminal for r in runs(sandbox)), 300)
+    [doomed] = [run for run in runs(sandbox) if run.job_id == "doomed.txt"]
+    assert doomed.status is JobStatus.FAILED
+    assert sandbox.wait_until_idle(120)
+
+    # A synthetic-mode job: the operator switches the router's RedactionMode (the stack parameter
+    # it reads); the mapping and the redact task run only in that mode. On AWS a configuration
+    # update starts fresh execution environments; the sandbox's warm collaborators are dropped.
+    lambda_client = sandbox.client("lambda")
+    router = sandbox.outputs["RouterFunctionName"]
+    variables = lambda_client.get_function_configuration(FunctionName=router)["Environment"]["Variables"]
+    lambda_client.update_function_configuration(
+        FunctionName=router, Environment={"Variables": variables | {"REDACTION_MODE": "synthetic"}}
+    )
+    _wiring.reset()
+    s3.put_object(Bucket=bucket, Key="synthetic.txt", Body=b"mail eve@corp.example, call 555-201-3344\n")
+    wait_until(lambda: any(r.job_id == "synthetic.txt" and r.status.is_terminal for r in runs(sandbox)), 300)
+    [synthetic] = [run for run in runs(sandbox) if run.job_id == "synthetic.txt"]
+    assert synthetic.status is JobStatus.COMPLETE and synthetic.mapping_s3_key
     for _ in range(2):  # the reconciler's metrics (it also runs on its schedule)
         invoked = sandbox.client("lambda").invoke(
             FunctionName=sandbox.outputs["ReconcilerFunctionName"], Payload=json.dumps({"dry_run": True}).encode()
@@ -155,7 +175,7 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
         owner = next((logical.get(v, v) for k, v in dims if k in ("function", "FunctionName", "StateMachineArn")), "")
         if (namespace, name, owner) in NOT_IN_A_REALTIME_SANDBOX or name in ONLY_ON_THROTTLING:
             continue
-        if owner in (BATCH_ONLY_FUNCTION, SYNTHETIC_ONLY_FUNCTION):
+        if owner == BATCH_ONLY_FUNCTION:
             continue
         if namespace == "AWS/DynamoDB":
             continue  # neither moto nor the sandbox publishes AWS/DynamoDB metrics

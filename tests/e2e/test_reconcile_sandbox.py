@@ -180,29 +180,26 @@ def test_the_scheduled_reconciler_repairs_the_stall_on_its_own(make_sandbox: Any
 def test_a_run_left_active_after_its_execution_ended_is_marked_from_the_real_outcome(
     sandbox: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The workflow's last status write is lost (injected), so its execution SUCCEEDED while the
-    run stays REDACT_COMPLETE with no slot held: stuck_run, repaired from DescribeExecution."""
-    import pipeline.handlers.finalize as finalize_handler
+    """The workflow's last status write (the verdict) is lost (injected), so its execution
+    SUCCEEDED while the run stays DETECTING with no slot held: stuck_run, repaired from
+    DescribeExecution."""
+    import pipeline.tasks as tasks
 
-    real_write_status = finalize_handler.write_status
+    def lose_the_verdict(*args: Any, **kwargs: Any) -> JobStatus:
+        return JobStatus.COMPLETE  # said, never written
 
-    def lose_the_complete_write(event: Any, *args: Any, **kwargs: Any) -> Any:
-        if event.get("target") == "COMPLETE":
-            return {"status": "COMPLETE"}  # said, never written
-        return real_write_status(event, *args, **kwargs)
-
-    monkeypatch.setattr(finalize_handler, "write_status", lose_the_complete_write)
+    monkeypatch.setattr(tasks, "record_verdict", lose_the_verdict)
     put(sandbox, "stuck.txt")
     assert sandbox.wait_until_idle(120)
     [run] = runs(sandbox)
-    assert run.status is JobStatus.REDACT_COMPLETE and run.execution_arn
+    assert run.status is JobStatus.DETECTING and run.execution_arn
     assert semaphore(sandbox).read().holders == {}  # the tracker released the slot
 
     code, fresh = reconcile()  # it just ended: given the grace period
     assert code == 0 and fresh["findings"] == []
     code, dry = reconcile("--grace-seconds", "0")
     assert code == 1 and [f["kind"] for f in dry["findings"]] == ["stuck_run"]
-    assert runs(sandbox)[0].status is JobStatus.REDACT_COMPLETE
+    assert runs(sandbox)[0].status is JobStatus.DETECTING
     code, applied = reconcile("--apply", "--grace-seconds", "0")
     assert code == 0 and [a["kind"] for a in applied["actions"]] == ["mark_run_failed"]
     [marked] = runs(sandbox)

@@ -71,7 +71,8 @@ def log_lines():
     logger.removeHandler(handler)
 
 
-def test_no_seeded_value_leaves_any_handler(resources, lambda_context, capsys, log_lines, spans) -> None:
+@pytest.mark.parametrize("mode", ["blackout", "synthetic"])
+def test_no_seeded_value_leaves_any_handler(resources, lambda_context, capsys, log_lines, spans, mode) -> None:
     s3 = resources.client("s3")
     key = "patients/intake.txt"
     s3.put_object(Bucket=resources.input_bucket, Key=key, Body=DOCUMENT.encode())
@@ -89,15 +90,19 @@ def test_no_seeded_value_leaves_any_handler(resources, lambda_context, capsys, l
     }
     status = {**base, "action": "status", "table": resources.tracking_table}
     finalize.handler({**status, "target": "DETECTING"}, lambda_context)
-    assert detect.handler({**base, "file_key": key}, lambda_context) == {"outcome": "ok"}
-    mapping = generate_synthetic.handler({**base, "files": [key]}, lambda_context)
-    redact.handler(
-        {**base, "redaction_mode": "synthetic", "mapping_s3_key": mapping["mapping_s3_key"], "file_key": key},
-        lambda_context,
-    )
-    finalize.handler({**status, "target": "REDACT_COMPLETE"}, lambda_context)
+    detection = detect.handler({**base, "redaction_mode": mode, "file_key": key}, lambda_context)
+    assert detection["outcome"] == "ok"
+    mapping, redactions = {"mapping_s3_key": None}, None
+    if mode == "synthetic":  # blackout redacted in the detection pass
+        mapping = generate_synthetic.handler({**base, "files": [key], "detections": [detection]}, lambda_context)
+        redaction = {**base, "redaction_mode": mode, "mapping_s3_key": mapping["mapping_s3_key"], "file_key": key}
+        redactions = [redact.handler({**redaction, "detection": detection}, lambda_context)]
+        finalize.handler({**status, "target": "REDACT_COMPLETE"}, lambda_context)
     check = finalize.handler(
-        {**base, "action": "check", "phase": "complete", "files": [key], "unsupported": [], "mapping_s3_key": mapping["mapping_s3_key"]},
+        {
+            **base, "action": "check", "phase": "complete", "files": [key], "unsupported": [], "redaction_mode": mode,
+            "detections": [detection], "redactions": redactions, "mapping_s3_key": mapping["mapping_s3_key"],
+        },
         lambda_context,
     )
     assert check["counts"]["entities"] == len(SEEDED)

@@ -8,11 +8,18 @@ moto cannot run our Lambda handlers here (that is the sandbox's job), so these t
   Pass state carrying the result the test declares for it, with the Task's own ResultPath and
   Next/End. `ECHO` makes that Pass hand over what the function would be sent (the Task's
   Parameters, or its whole input) and puts it at `$.sent_<state name>`, so a test sees it;
-  `FAIL` keeps the Task but points it at a function that does not exist, so it really fails and
-  its Catch really runs; a Lambda task the test declares nothing for becomes a Fail state with
-  the error `Test.UndeclaredLambdaTask`, so a run that strays there fails loudly;
+  `EchoThen(result)` does the same and then answers `result` like a declared result (a second
+  Pass, `<state name>` + `ANSWER_SUFFIX`, which `_entered` leaves out of the path), for a task
+  whose answer the run goes on to read; `FAIL` keeps the Task but points it at a function that
+  does not exist, so it really fails and its Catch really runs; a Lambda task the test declares
+  nothing for becomes a Fail state with the error `Test.UndeclaredLambdaTask`, so a run that
+  strays there fails loudly;
 * everything else — Choice rules, Pass shapes, Map ItemsPath/ItemSelector/ResultPath, and every
   DynamoDB status write with its condition, Retry and Catch — is the checked-in definition as is.
+
+What a sub-machine can show is what the machine itself does: the DynamoDB status write, the
+path of states taken, and what each Lambda task is sent. What the functions then write (the
+statuses after the first, the run's verdict) is theirs, tested with the functions.
 
 Executions run on moto's background threads: each test waits for its execution and the fixture
 drains any still running before the mock goes away (MOTO.md).
@@ -25,6 +32,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -34,6 +42,7 @@ from moto import mock_aws
 from pipeline.statemachine.build import (
     CONDITIONAL_CHECK_FAILED,
     DYNAMODB_STATUS_TASKS,
+    JOB_FIELDS,
     NO_LONGER_ACTIVE_ERROR,
     PLACEHOLDERS,
     STATUS_TASKS,
@@ -43,6 +52,8 @@ from pipeline.statemachine.build import (
     load_definition,
 )
 from pipeline.status import JobStatus
+from pipeline.tasks import SUMMARY_MAX_BYTES
+from sandbox.limits import payload_size
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -55,6 +66,15 @@ STARTED_AT = "2026-01-05T10:00:00.000000Z"
 ECHO = object()  # the replacing Pass returns its input
 FAIL = object()  # the Task stays, calling a function that does not exist
 UNDECLARED_TASK = "Test.UndeclaredLambdaTask"  # a run reaching a Lambda task the test gave no result
+ANSWER_SUFFIX = " (answer)"  # the second Pass of an EchoThen stand-in
+
+
+@dataclass(frozen=True)
+class EchoThen:
+    """The replacing Pass hands over what the function would be sent (like ECHO), then answers
+    `result` at the Task's ResultPath (like a declared result)."""
+
+    result: Any
 
 
 def _substitutions() -> dict[str, str]:
@@ -91,18 +111,26 @@ def _replace_lambda_tasks(states: dict[str, Any], results: Mapping[str, Any]) ->
         if result is FAIL:
             state["Resource"] = MISSING_FUNCTION_ARN
             continue
-        stand_in: dict[str, Any] = {"Type": "Pass", "Comment": f"stand-in for Lambda task {name}"}
+        echo: dict[str, Any] = {
+            "Type": "Pass",
+            "Comment": f"stand-in for Lambda task {name}: what it is sent",
+        }
+        if "Parameters" in state:
+            echo["Parameters"] = state["Parameters"]
+        echo["ResultPath"] = f"$.sent_{name}"
+        answer: dict[str, Any] = {"Type": "Pass", "Comment": f"stand-in for Lambda task {name}: its answer"}
+        answer["Result"] = result.result if isinstance(result, EchoThen) else result
+        answer["ResultPath"] = state.get("ResultPath", "$")
         if result is ECHO:
-            if "Parameters" in state:
-                stand_in["Parameters"] = state["Parameters"]
-            stand_in["ResultPath"] = f"$.sent_{name}"
+            states[name], last = echo, echo
+        elif isinstance(result, EchoThen):
+            echo["Next"] = name + ANSWER_SUFFIX
+            states[name], states[name + ANSWER_SUFFIX], last = echo, answer, answer
         else:
-            stand_in["Result"] = result
-            stand_in["ResultPath"] = state.get("ResultPath", "$")
+            states[name], last = answer, answer
         for key in ("Next", "End"):
             if key in state:
-                stand_in[key] = state[key]
-        states[name] = stand_in
+                last[key] = state[key]
 
 
 def sub_machine(start: State | str, lambda_results: Mapping[str, Any], stop_at: Iterable[str] = ()) -> str:
@@ -183,9 +211,9 @@ def _drain(sfn: Any, timeout: float = 10.0) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _put_record(ddb: Any, status: JobStatus) -> None:
+def _put_record(ddb: Any, status: JobStatus, job_id: str = JOB_ID) -> None:
     item = {
-        "job_id": {"S": JOB_ID},
+        "job_id": {"S": job_id},
         "started_at": {"S": STARTED_AT},
         "status": {"S": status.value},
         "updated_at": {"S": STARTED_AT},
@@ -229,14 +257,39 @@ def _run(
     while (described := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
         assert time.monotonic() < deadline, f"execution {name} still running"
         time.sleep(0.02)
-    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    page = sfn.get_execution_history(executionArn=arn, maxResults=1000)
+    events = page["events"]
+    while page.get("nextToken"):  # AWS pages at 1,000 events; a large run has more
+        page = sfn.get_execution_history(executionArn=arn, maxResults=1000, nextToken=page["nextToken"])
+        events += page["events"]
     return described | {"events": events}
 
 
 def _entered(result: Mapping[str, Any]) -> list[str]:
-    return [
+    """The states the run entered, in order (an EchoThen's answer Pass left out)."""
+    names = [
         e["stateEnteredEventDetails"]["name"] for e in result["events"] if "stateEnteredEventDetails" in e
     ]
+    return [name for name in names if not name.endswith(ANSWER_SUFFIX)]
+
+
+def _inputs(result: Mapping[str, Any], state: str) -> list[dict[str, Any]]:
+    """The input of every entry into `state` (a Map's item task: one per item)."""
+    return [
+        json.loads(e["stateEnteredEventDetails"]["input"])
+        for e in result["events"]
+        if e.get("stateEnteredEventDetails", {}).get("name") == state
+    ]
+
+
+def _sent(result: Mapping[str, Any], state: str) -> dict[str, Any]:
+    """What the ECHO/EchoThen stand-in of `state` says its Lambda task is sent (its one entry)."""
+    [output] = [
+        json.loads(e["stateExitedEventDetails"]["output"])
+        for e in result["events"]
+        if e.get("stateExitedEventDetails", {}).get("name") == state
+    ]
+    return output[f"sent_{state}"]
 
 
 def _task_failures(result: Mapping[str, Any]) -> list[str]:
@@ -245,7 +298,11 @@ def _task_failures(result: Mapping[str, Any]) -> list[str]:
 
 def _check(within: bool, share: float) -> dict[str, Any]:
     """What the finalize function's account hands back (the contract the definition reads)."""
-    return {"within_tolerance": within, "failed_share": share, "counts": {"files": 2, "failed": 0, "entities": 3}}
+    return {
+        "within_tolerance": within,
+        "failed_share": share,
+        "counts": {"files": 2, "failed": 0, "entities": 3},
+    }
 
 
 STATUS_WRITTEN = {"status": "written"}  # a status write's answer (dropped: ResultPath null)
@@ -269,94 +326,152 @@ def test_the_whole_definition_is_accepted_by_the_interpreter(aws: dict[str, Any]
 
 
 def test_whole_blackout_run_goes_through_every_step_and_keeps_the_state_small(aws: dict[str, Any]) -> None:
-    """From the first state to Done: the first status write's condition admits IN_PROGRESS (and
-    leaves updated_at as the router wrote it), both Maps hand their items exactly the job fields
-    and the file key, drop their results, and the output holds no per-file result."""
+    """From the first state to WorkflowComplete: the first status write's condition admits
+    IN_PROGRESS (and leaves updated_at as the router wrote it), the one Map hands its items exactly
+    the job fields, the file key and the mode (the detect function redacts in the same pass),
+    keeps each item's answer in file order, and the run goes straight to PrepareComplete: no
+    status write, mapping or redaction Map in between (none is declared: reaching one fails)."""
     _put_record(aws["ddb"], JobStatus.IN_PROGRESS)
     definition = sub_machine(
         State.MARK_DETECTING,
-        {
-            **_all_status_writes(),
-            State.DETECT_FILE: ECHO,
-            State.CHECK_DETECT_TOLERANCE: _check(True, 0.0),
-            State.REDACT_FILE: ECHO,
-            State.PREPARE_COMPLETE: _check(True, 0.0),
-        },
+        {State.DETECT_FILE: ECHO, State.PREPARE_COMPLETE: EchoThen(_check(True, 0.0))},
     )
     result = _run(aws, definition, _job_input(), "whole-blackout")
 
     assert result["status"] == "SUCCEEDED", result.get("cause")
-    assert _entered(result)[:3] == ["MarkDetecting", "DetectPII", "DetectFile"]
-    assert "SetEmptyMapping" in _entered(result) and "GenerateSynthetic" not in _entered(result)
-    assert _entered(result)[-3:] == ["CompleteToleranceChoice", "WorkflowComplete", "Done"]
-    output = json.loads(result["output"])
-    assert set(output) == {*_job_input(), "mapping", "check"}, "no per-file result in the state"
-    assert output["files"] == _job_input()["files"]
-    items = [
-        json.loads(e["stateEnteredEventDetails"]["input"])
-        for e in result["events"]
-        if e.get("stateEnteredEventDetails", {}).get("name") in ("DetectFile", "RedactFile")
+    assert _entered(result) == [
+        "MarkDetecting",
+        "DetectPII",
+        "DetectFile",
+        "DetectFile",
+        "CheckRedactionMode",
+        "SetEmptyMapping",
+        "PrepareComplete",
+        "CompleteToleranceChoice",
+        "WorkflowComplete",
     ]
-    assert len(items) == 4
+    items = _inputs(result, "DetectFile")
+    assert sorted(item["file_key"] for item in items) == sorted(_job_input()["files"])
     for item in items:
-        assert item["file_key"] in _job_input()["files"]
-        assert item["trace"] == _job_input()["trace"] and item["output_bucket"] == "output-bucket"
-        assert item["execution_name"] == _job_input()["execution_name"]
-    assert [i.get("redaction_mode") for i in items[2:]] == ["blackout", "blackout"]
-    assert [i.get("mapping_s3_key", "absent") for i in items[2:]] == [None, None]
+        assert set(item) == {*JOB_FIELDS, "file_key", "trace", "redaction_mode"}
+        assert {field: item[field] for field in JOB_FIELDS} == {
+            field: _job_input()[field] for field in JOB_FIELDS
+        }
+        assert item["trace"] == _job_input()["trace"] and item["redaction_mode"] == "blackout"
+    output = json.loads(result["output"])
+    assert set(output) == {
+        *_job_input(),
+        "detections",
+        "redactions",
+        "mapping",
+        "check",
+        "sent_PrepareComplete",
+    }
+    assert [d["file_key"] for d in output["detections"]] == _job_input()["files"], (
+        "one answer per file, in order"
+    )
+    assert output["redactions"] is None and output["mapping"] == {"mapping_s3_key": None}
+    sent = output["sent_PrepareComplete"]
+    assert (sent["action"], sent["phase"]) == ("check", "complete")
+    assert sent["detections"] == output["detections"]
+    assert sent["redactions"] is None and sent["mapping_s3_key"] is None
+    assert sent["redaction_mode"] == "blackout"
+    assert sent["files"] == _job_input()["files"] and sent["unsupported"] == _job_input()["unsupported"]
     record = _record(aws["ddb"])
-    assert record["status"] == {"S": "DETECTING"}  # every later status is the finalize function's
+    assert record["status"] == {"S": "DETECTING"}  # the verdict is PrepareComplete's own write
     assert record["updated_at"] == {"S": STARTED_AT}
 
 
-def test_synthetic_mode_generates_mapping_and_hands_its_key_to_redaction(aws: dict[str, Any]) -> None:
+DETECTIONS = [
+    {"outcome": "ok", "entities": {"EMAIL": 2}},
+    {"outcome": "failed", "stored": True},
+]
+
+
+def test_synthetic_mode_checks_detection_then_hands_each_file_its_own_detection(aws: dict[str, Any]) -> None:
+    """Synthetic mode after the detect Map: the detect-phase account gets the detections, the
+    mapping is generated from them, its key goes to redaction, the redact Map hands each file its
+    own detection (by index, in file order) and keeps the answers for PrepareComplete."""
     mapping = {"mapping_s3_key": "mappings/inbox/batch-7/run.json"}
     definition = sub_machine(
         State.CHECK_REDACTION_MODE,
         {
             **_all_status_writes(),
-            State.GENERATE_SYNTHETIC: mapping,
+            State.CHECK_DETECT_TOLERANCE: EchoThen(_check(True, 0.0)),
+            State.GENERATE_SYNTHETIC: EchoThen(mapping),
             State.REDACT_FILE: ECHO,
             State.PREPARE_COMPLETE: ECHO,
         },
         stop_at=[State.COMPLETE_TOLERANCE_CHOICE],
     )
-    result = _run(aws, definition, _job_input(redaction_mode="synthetic"), "synthetic")
+    state = _job_input(redaction_mode="synthetic") | {"detections": DETECTIONS}
+    result = _run(aws, definition, state, "synthetic")
 
     assert result["status"] == "SUCCEEDED", result.get("cause")
-    assert _entered(result)[:5] == [
+    assert _entered(result) == [
         "CheckRedactionMode",
+        "CheckDetectTolerance",
+        "DetectToleranceChoice",
+        "DropFiles",
+        "MarkDetectComplete",
         "MarkGeneratingSynthetic",
         "GenerateSynthetic",
         "MarkSyntheticComplete",
         "MarkRedacting",
+        "RedactPII",
+        "RedactFile",
+        "RedactFile",
+        "MarkRedactComplete",
+        "PrepareComplete",
+        "CompleteToleranceChoice",
     ]
+    checked = _sent(result, "CheckDetectTolerance")
+    assert (checked["action"], checked["phase"]) == ("check", "detect")
+    assert checked["detections"] == DETECTIONS and checked["files"] == _job_input()["files"]
+    generated = _sent(result, "GenerateSynthetic")
+    assert generated["files"] == _job_input()["files"] and generated["detections"] == DETECTIONS
+    items = {item["file_key"]: item for item in _inputs(result, "RedactFile")}
+    assert set(items) == set(_job_input()["files"])
+    for file_key, detection in zip(_job_input()["files"], DETECTIONS, strict=True):
+        assert items[file_key]["detection"] == detection
+        assert items[file_key]["mapping_s3_key"] == mapping["mapping_s3_key"]
+        assert items[file_key]["redaction_mode"] == "synthetic"
     output = json.loads(result["output"])
+    assert "check" not in output, "DropFiles keeps only what later states read"
     sent = output["sent_PrepareComplete"]
-    assert sent["mapping_s3_key"] == mapping["mapping_s3_key"]
     assert (sent["action"], sent["phase"]) == ("check", "complete")
+    assert sent["detections"] == DETECTIONS
+    assert [r["file_key"] for r in sent["redactions"]] == _job_input()["files"], (
+        "one answer per file, in order"
+    )
+    assert sent["redaction_mode"] == "synthetic" and sent["mapping_s3_key"] == mapping["mapping_s3_key"]
     assert sent["files"] == _job_input()["files"] and sent["unsupported"] == _job_input()["unsupported"]
 
 
 def test_failed_file_is_handed_to_the_recorder_with_its_key_and_error(aws: dict[str, Any]) -> None:
-    """A per-file task that really fails: the Catch keeps the item, the recorder gets key and error."""
-    asl = json.loads(
+    """A per-file task that really fails: the Catch keeps the item, the recorder gets key and
+    error, and what the recorder answers is what the Map keeps for that file."""
+    result = _run(
+        aws,
         sub_machine(
             State.DETECT_PII,
             {State.DETECT_FILE: FAIL, State.DETECT_FILE_FAILED: ECHO},
-            stop_at=[State.CHECK_DETECT_TOLERANCE],
-        )
+            stop_at=[State.CHECK_REDACTION_MODE],
+        ),
+        _job_input(files=["inbox/batch-7/a.txt"]),
+        "detect-failure",
     )
-    asl["States"]["DetectPII"]["ResultPath"] = "$.recorded"  # the test looks at what the Map drops
-    result = _run(aws, json.dumps(asl), _job_input(files=["inbox/batch-7/a.txt"]), "detect-failure")
 
     assert result["status"] == "SUCCEEDED", result.get("cause")
-    [item] = json.loads(result["output"])["recorded"]
-    sent = item["sent_DetectFileFailed"]
+    [failure] = [
+        e["lambdaFunctionFailedEventDetails"] for e in result["events"] if e["type"] == "LambdaFunctionFailed"
+    ]
+    [kept] = json.loads(result["output"])["detections"]
+    sent = kept["sent_DetectFileFailed"]
     assert sent["action"] == "record_failure" and sent["phase"] == "detect"
     assert sent["file_key"] == "inbox/batch-7/a.txt"
     assert sent["execution_name"] == _job_input()["execution_name"]
-    assert sent["error"]["Error"] and isinstance(sent["error"]["Cause"], str)
+    assert sent["error"] == {"Error": failure["error"], "Cause": failure["cause"]}
 
 
 def test_first_status_write_against_a_reclaimed_record_stops_as_no_longer_active(aws: dict[str, Any]) -> None:
@@ -371,20 +486,49 @@ def test_first_status_write_against_a_reclaimed_record_stops_as_no_longer_active
 
 
 def test_detect_over_tolerance_marks_the_job_failed_with_the_share(aws: dict[str, Any]) -> None:
-    state = _job_input() | {"check": _check(False, 0.5)}
+    """Synthetic mode's detect-phase account over the tolerance: the job is marked FAILED, with
+    the share in the cause, before anything is generated."""
+    state = _job_input(redaction_mode="synthetic") | {"check": _check(False, 0.5)}
     definition = sub_machine(State.DETECT_TOLERANCE_CHOICE, {State.MARK_TOLERANCE_FAILED: ECHO})
     result = _run(aws, definition, state, "over-tolerance")
 
     assert result["status"] == "FAILED"
     assert result["error"] == TOLERANCE_ERROR
     assert _entered(result) == ["DetectToleranceChoice", "MarkToleranceFailed", "ToleranceExceeded"]
-    sent = json.loads(
-        next(e for e in result["events"] if e.get("stateExitedEventDetails", {}).get("name") == "MarkToleranceFailed")[
-            "stateExitedEventDetails"
-        ]["output"]
-    )["sent_MarkToleranceFailed"]
+    sent = _sent(result, "MarkToleranceFailed")
     assert (sent["action"], sent["target"], sent["error"]) == ("status", "FAILED", TOLERANCE_ERROR)
     assert sent["cause"] == "Failed share of files 0.5 is over the tolerance"
+
+
+@pytest.mark.parametrize(
+    ("within", "status", "path"),
+    [
+        (True, "SUCCEEDED", ["CompleteToleranceChoice", "WorkflowComplete"]),
+        (False, "FAILED", ["CompleteToleranceChoice", "ToleranceExceeded"]),
+    ],
+)
+def test_the_verdict_of_prepare_complete_ends_the_run_without_another_write(
+    aws: dict[str, Any], within: bool, status: str, path: list[str]
+) -> None:
+    """PrepareComplete has written COMPLETE or FAILED itself: the choice after it only ends the
+    execution (no Lambda task is declared, so reaching a status write would fail the run with
+    Test.UndeclaredLambdaTask), failed with the tolerance error when over."""
+    state = _job_input() | {"check": _check(within, 0.0 if within else 0.5)}
+    result = _run(aws, sub_machine(State.COMPLETE_TOLERANCE_CHOICE, {}), state, f"verdict-{within}")
+
+    assert result["status"] == status, result.get("cause")
+    assert _entered(result) == path
+    if not within:
+        assert result["error"] == TOLERANCE_ERROR
+
+
+def test_a_check_without_an_explicit_true_does_not_complete(aws: dict[str, Any]) -> None:
+    """Fail closed: only the boolean `true` completes the run."""
+    state = _job_input() | {"check": {"within_tolerance": "true", "failed_share": 0.0}}
+    result = _run(aws, sub_machine(State.COMPLETE_TOLERANCE_CHOICE, {}), state, "fail-closed")
+
+    assert result["status"] == "FAILED"
+    assert _entered(result) == ["CompleteToleranceChoice", "ToleranceExceeded"]
 
 
 def test_job_level_failure_is_recorded_then_fails_with_the_same_error(aws: dict[str, Any]) -> None:
@@ -455,41 +599,60 @@ def _largest_job_input(files: int, unsupported: int) -> dict[str, Any]:
     )
 
 
+def _summary(outcome: str, size: int = SUMMARY_MAX_BYTES) -> dict[str, Any]:
+    """A per-file task's summary of exactly `size` bytes of compact JSON (the largest one a task
+    hands back into the state: `pipeline.tasks.hand_back` stores anything larger in S3)."""
+    summary = {"outcome": outcome, "entities": {"": 10**6}}
+    summary["entities"] = {"E" * (size - payload_size(summary)): 10**6}
+    assert payload_size(summary) == size
+    return summary
+
+
 def _largest_answers() -> dict[State, Any]:
-    """The largest answer each Lambda task gives (failures: the recorder's `{"outcome": ...}`)."""
-    check = {"within_tolerance": True, "failed_share": 0.5, "counts": {"files": 10**6, "failed": 10**6, "entities": 10**9}}
+    """The largest answer each Lambda task gives: every file's summary as large as a summary
+    gets, in both Maps (the state keeps them all); a recorder's answer is smaller."""
+    check = {
+        "within_tolerance": True,
+        "failed_share": 0.5,
+        "counts": {"files": 10**6, "failed": 10**6, "entities": 10**9},
+    }
     return {
         **_all_status_writes(),
-        State.DETECT_FILE: FAIL,  # every file fails: the recorder runs for each (the worst case before)
-        State.DETECT_FILE_FAILED: {"outcome": "failed"},
+        State.DETECT_FILE: _summary("ok"),
+        State.DETECT_FILE_FAILED: {"outcome": "failed", "stored": True},
         State.CHECK_DETECT_TOLERANCE: check,
         State.GENERATE_SYNTHETIC: {"mapping_s3_key": "_pipeops/runs/" + "x" * 80 + "/mapping.json"},
-        State.REDACT_FILE: {"outcome": "redacted"},
+        State.REDACT_FILE: _summary("redacted"),
+        State.REDACT_FILE_FAILED: {"outcome": "failed", "stored": True},
         State.PREPARE_COMPLETE: check,
     }
 
 
 def test_the_largest_run_of_the_default_max_fits_every_limit(limited: dict[str, Any]) -> None:
-    """MaxFilesPerRun (default and MaxValue) keys of 1,024 bytes, every file failing: the input,
-    every state and the history stay inside AWS's limits, run through the real definition."""
+    """MaxFilesPerRun (default and MaxValue) keys of 1,024 bytes, synthetic mode (both Maps' summaries
+    kept), every summary of the largest size: the input and every state stay under half of AWS's
+    limit (so JSON escaping cannot push a run over), run through the real definition."""
     from pipeline.config import DEFAULT_MAX_FILES_PER_RUN
-    from sandbox.limits import MAX_PAYLOAD_BYTES, payload_size
+    from sandbox.limits import MAX_PAYLOAD_BYTES
 
-    _put_record(limited["ddb"], JobStatus.IN_PROGRESS)
-    # the record's key is JOB_ID; the large job id goes into the state only for its size
-    execution_input = _largest_job_input(DEFAULT_MAX_FILES_PER_RUN - 10, 10) | {"job_id": JOB_ID}
-    execution_input["job_id_padding"] = "j" * 1024
+    # every file supported: an unsupported key is as long, but gets no summary
+    execution_input = _largest_job_input(DEFAULT_MAX_FILES_PER_RUN, 0)
+    _put_record(limited["ddb"], JobStatus.IN_PROGRESS, job_id=execution_input["job_id"])
     assert payload_size(execution_input) < MAX_PAYLOAD_BYTES / 2
     result = _run(limited, sub_machine(State.MARK_DETECTING, _largest_answers()), execution_input, "largest")
 
     assert result["status"] == "SUCCEEDED", (result.get("error"), result.get("cause"))
+    assert "RedactPII" in _entered(result) and "WorkflowComplete" in _entered(result)
+    output = json.loads(result["output"])
+    assert output["detections"] == [_summary("ok")] * DEFAULT_MAX_FILES_PER_RUN
+    assert output["redactions"] == [_summary("redacted")] * DEFAULT_MAX_FILES_PER_RUN
     sizes = [
         payload_size(details.get("input", details.get("output", "")))
         for event in result["events"]
         for details in [event.get("stateEnteredEventDetails") or event.get("stateExitedEventDetails") or {}]
     ]
     print(f"largest state of the largest run: {max(sizes)} bytes of {MAX_PAYLOAD_BYTES}")
-    assert max(sizes) < MAX_PAYLOAD_BYTES * 0.45, max(sizes)
+    assert max(sizes) < MAX_PAYLOAD_BYTES / 2, max(sizes)
 
 
 def test_a_run_far_over_the_max_is_refused_at_start(limited: dict[str, Any]) -> None:

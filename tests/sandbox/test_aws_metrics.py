@@ -326,6 +326,9 @@ def test_a_raising_handler_and_a_failed_execution_are_counted(
     def tracking_down(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("tracking table unreachable (injected)")
 
+    # The run's verdict (`finalize`, PrepareComplete) and the FAILED status after it (`write_status`,
+    # MarkJobFailed) both go to the tracking table: the function raises, the execution fails.
+    monkeypatch.setattr("pipeline.handlers.finalize.finalize", tracking_down)
     monkeypatch.setattr("pipeline.handlers.finalize.write_status", tracking_down)
     sandbox = make_sandbox()
     put_file(sandbox, "doomed.txt")

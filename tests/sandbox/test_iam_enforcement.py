@@ -225,41 +225,98 @@ def test_a_missing_object_is_403_not_404_without_list_bucket_as_s3_answers(sandb
 def test_a_lost_detection_result_is_accounted_as_missing_not_refused(
     make_sandbox: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Generate-synthetic, redact and finalize read a file's stored detection and treat "no such
-    key" as a missing result (skipped, ResultMissingError, ResultMissing). S3 says "no such key"
+    """Finalize reads the result a file's task stored (a failure, or a summary too large to hand
+    back) and treats "no such key" as a missing result (ResultMissing). S3 says "no such key"
     only to a caller that may list the bucket: to any other it answers 403 AccessDenied, and the
-    run failed instead of accounting for the file (found here: none of the three had
-    s3:ListBucket on the output bucket)."""
+    run failed instead of accounting for the file (found here: Finalize had no s3:ListBucket on
+    the bucket)."""
     import pipeline.handlers.detect as detect_handler
 
-    real_detect = detect_handler.detect_file
+    real_hand_back = detect_handler.hand_back
     lost = "lost/b.txt"
 
-    def detect_without_storing(event: Any, *args: Any, **kwargs: Any) -> Any:
-        if event["file_key"] == lost:  # the task "succeeds" but its result never reaches S3
-            return {"file_key": lost, "phase": "detect", "outcome": "ok", "entity_counts": {}}
-        return real_detect(event, *args, **kwargs)
+    class ResultWriteLost:
+        def write_result(self, execution_name: str, phase: str, result: dict[str, Any]) -> str:
+            return "never-written"  # the write "succeeds" but the result never reaches S3
 
-    monkeypatch.setattr("pipeline.handlers.detect.detect_file", detect_without_storing)
+    def hand_back_losing_the_write(event: Any, artifacts: Any, result: Any) -> Any:
+        if event["file_key"] == lost:
+            return real_hand_back(event, ResultWriteLost(), result)
+        return real_hand_back(event, artifacts, result)
+
+    monkeypatch.setattr("pipeline.handlers.detect.hand_back", hand_back_losing_the_write)
     sandbox = make_sandbox(RedactionMode="synthetic")
-    _upload(sandbox, {"lost/a.txt": PII, lost: PII, "lost/c.txt": PII})
+    # Not UTF-8: its detection fails, and a failed result is always stored, never handed back.
+    _upload(sandbox, {"lost/a.txt": PII, lost: b"\xff\xfe not text", "lost/c.txt": PII})
     assert sandbox.wait_until_idle(IDLE_TIMEOUT)
 
     assert [(c.principal, c.action, c.resource) for c in sandbox.iam.denied()] == []
     listed = {c.principal for c in sandbox.iam.calls if c.action == "s3:ListBucket"}
-    readers = ("GenerateSyntheticFunctionName", "RedactFunctionName", "FinalizeFunctionName")
-    assert {sandbox.outputs[output] for output in readers} <= listed, "each read a missing result"
+    assert sandbox.outputs["FinalizeFunctionName"] in listed, "Finalize read a missing result"
     assert _run_statuses(sandbox) == {"lost/": {"COMPLETE"}}
-    [item] = [
-        i
-        for page in sandbox.client("dynamodb")
-        .get_paginator("scan")
-        .paginate(TableName=sandbox.outputs["TrackingTableName"])
-        for i in page["Items"]
-        if "status" in i
-    ]
+    [item] = _run_items(sandbox)
     failed = json.dumps(item.get("failed_files", {}))
     assert "ResultMissing" in failed and lost in failed, failed
+
+
+def test_lost_findings_read_as_no_such_key_not_refused(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GenerateSynthetic and Redact read the findings detection stored for each file at their
+    deterministic key. A lost findings object must fail them with what S3 says to a caller that
+    may list the bucket -- NoSuchKey -- not 403 AccessDenied: the job that loses findings before
+    its mapping is made fails naming the missing key; the one that loses them before a file's
+    redaction accounts for that file as failed, with NoSuchKey in its message."""
+    import pipeline.handlers.generate_synthetic as generate_handler
+    import pipeline.handlers.redact as redact_handler
+    from pipeline.artifacts import findings_key
+
+    real_generate = generate_handler.generate_synthetic
+    real_redact = redact_handler.redact_file
+    sandbox = make_sandbox(RedactionMode="synthetic")
+
+    def lose_findings(execution_name: str, file_key: str) -> None:
+        sandbox.client("s3").delete_object(  # the sandbox's own client: not the function's call
+            Bucket=sandbox.outputs["WorkBucketName"], Key=findings_key(execution_name, file_key)
+        )
+
+    def generate_after_a_loss(event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event["job_id"] == "before-mapping/":
+            lose_findings(event["execution_name"], "before-mapping/b.txt")
+        return real_generate(event, *args, **kwargs)
+
+    def redact_after_a_loss(event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event["file_key"] == "before-redaction/b.txt":
+            lose_findings(event["execution_name"], event["file_key"])
+        return real_redact(event, *args, **kwargs)
+
+    monkeypatch.setattr("pipeline.handlers.generate_synthetic.generate_synthetic", generate_after_a_loss)
+    monkeypatch.setattr("pipeline.handlers.redact.redact_file", redact_after_a_loss)
+    _upload(
+        sandbox,
+        {
+            "before-mapping/a.txt": PII,
+            "before-mapping/b.txt": PII,
+            "before-redaction/a.txt": PII,
+            "before-redaction/b.txt": PII,
+            "before-redaction/c.txt": PII,
+        },
+    )
+    assert sandbox.wait_until_idle(IDLE_TIMEOUT)
+
+    assert [(c.principal, c.action, c.resource) for c in sandbox.iam.denied()] == []
+    listed = {c.principal for c in sandbox.iam.calls if c.action == "s3:ListBucket"}
+    readers = ("GenerateSyntheticFunctionName", "RedactFunctionName")
+    assert {sandbox.outputs[output] for output in readers} <= listed, "each read missing findings"
+    items = {item["job_id"]["S"]: item for item in _run_items(sandbox)}
+    assert {job: item["status"]["S"] for job, item in items.items()} == {
+        "before-mapping/": "FAILED",
+        "before-redaction/": "COMPLETE",
+    }
+    cause = items["before-mapping/"]["cause"]["S"]
+    assert "NoSuchKey" in cause and "AccessDenied" not in cause, cause
+    [failure] = items["before-redaction/"]["failed_files"]["M"]["redact"]["L"]
+    assert failure["M"]["key"]["S"] == "before-redaction/b.txt", failure
+    message = failure["M"]["message"]["S"]
+    assert "NoSuchKey" in message and "AccessDenied" not in message, message
 
 
 def test_an_operation_the_sandbox_cannot_decide_is_refused_loudly(sandbox: Any) -> None:
@@ -314,12 +371,14 @@ def test_every_handler_path_stays_within_its_role(make_sandbox: Any, monkeypatch
     Covers a folder and root files, an empty and an unsupported file, a file whose detection
     fails (its job completes), a root file whose detection fails (its job fails: the tracker on
     failure as well as on success), one slot for three jobs (the router waits by re-queueing),
-    the batch trigger on its schedule.
+    the batch trigger on its schedule. Blackout redacts in detection's pass (Detect writes the
+    output); synthetic mode redacts in RedactFunction, there an empty file, a file whose
+    detection failed (skipped) and files with findings.
     """
     import pipeline.handlers.detect as detect_handler
 
     real_detect = detect_handler.detect_file
-    poisoned = {"claims/broken.txt", "lonely-broken.txt"}
+    poisoned = {"claims/broken.txt", "lonely-broken.txt", "batch-a/broken.txt"}
 
     def detect_or_raise(event: Any, *args: Any, **kwargs: Any) -> Any:
         if event["file_key"] in poisoned:
@@ -353,14 +412,22 @@ def test_every_handler_path_stays_within_its_role(make_sandbox: Any, monkeypatch
             "RouterFunction",
             "WorkflowTrackerFunction",
             "DetectFunction",
-            "RedactFunction",
             "FinalizeFunction",
         },
     )
     realtime.stop()
 
     batch = make_sandbox(ProcessingMode="batch", RedactionMode="synthetic")
-    _upload(batch, {"batch-a/one.txt": PII, "batch-a/two.txt": PII, "loose.txt": PII})
+    _upload(
+        batch,
+        {
+            "batch-a/one.txt": PII,
+            "batch-a/two.txt": PII,
+            "batch-a/empty.txt": "",
+            "batch-a/broken.txt": PII,
+            "loose.txt": PII,
+        },
+    )
     assert batch.wait_until_idle(IDLE_TIMEOUT)
     batch.bus.fire_schedule(_schedule_rule(batch))
     assert batch.wait_until_idle(IDLE_TIMEOUT)
@@ -402,10 +469,21 @@ def _assert_nothing_denied(sandbox: Any, expected_callers: set[str]) -> None:
     assert failures == []
 
 
-def _upload(sandbox: Any, files: dict[str, str]) -> None:
+def _upload(sandbox: Any, files: dict[str, str | bytes]) -> None:
     s3 = sandbox.client("s3")
     for key, body in files.items():
-        s3.put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=body.encode())
+        data = body if isinstance(body, bytes) else body.encode()
+        s3.put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=data)
+
+
+def _run_items(sandbox: Any) -> list[dict[str, Any]]:
+    """The runs' tracking items (head items skipped), as DynamoDB returns them."""
+    pages = (
+        sandbox.client("dynamodb")
+        .get_paginator("scan")
+        .paginate(TableName=sandbox.outputs["TrackingTableName"])
+    )
+    return [item for page in pages for item in page["Items"] if "status" in item]
 
 
 def _run_statuses(sandbox: Any) -> dict[str, set[str]]:

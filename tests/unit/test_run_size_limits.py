@@ -8,7 +8,8 @@ measured with the sandbox's own size functions (sandbox.limits, the ones that en
 
     tracking item  ~ N x (1,024 key in `files` + 1,024 key + 128 error + 300 message in
                      `failed_files`) + 1 KB cause + small fields    = 253,211 bytes for N = 100
-    state          ~ N x (1,024 + 3) + ~2 KB of job fields           = 104,794 bytes for N = 100
+    state          ~ N x (1,024 + 3) + ~2 KB of job fields           = 104,794 bytes for N = 100,
+                     + 2 Maps x N x SUMMARY_MAX_BYTES (120) of per-file summaries: 129,000 at most
     history        ~ 2 Maps x N x (7 events + every retry + a recorded failure with its
                      retries) + the job-level steps at their worst  = ~8,650 events for N = 100
 
@@ -30,7 +31,7 @@ from pipeline.config import DEFAULT_MAX_FILES_PER_RUN, Settings, load_settings
 from pipeline.jobs import RunRef, execution_name, format_timestamp
 from pipeline.routing import execution_input
 from pipeline.stores.tracking import RunRecord, _queued_run_item, to_attribute
-from pipeline.tasks import MAX_MESSAGE_BYTES
+from pipeline.tasks import MAX_MESSAGE_BYTES, SUMMARY_MAX_BYTES
 from sandbox.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,8 +104,11 @@ def test_the_largest_execution_input_stays_under_half_of_256_kib() -> None:
     payload = execution_input(record, keys[:-10], keys[-10:], settings, trace)
     assert len(payload["execution_name"]) <= 80 and payload["execution_name"] == execution_name(record.job_id, record.started_at)
     size = payload_size(payload)
-    # each state adds at most the account's check (~150 bytes) and a mapping key (~120 bytes)
-    assert size + 1_000 < MAX_PAYLOAD_BYTES / 2, size
+    # later states add the per-file summaries of both Maps (synthetic mode: `detections` and
+    # `redactions`, each at most SUMMARY_MAX_BYTES and a comma), the account's check (~150 bytes)
+    # and a mapping key (~120 bytes)
+    summaries = 2 * N * (SUMMARY_MAX_BYTES + 1)
+    assert size + summaries + 1_000 < MAX_PAYLOAD_BYTES / 2, (size, summaries)
 
 
 def test_the_largest_history_stays_far_below_25000_events() -> None:

@@ -28,6 +28,7 @@ from pipeline.statemachine.build import (
     PER_FILE_TASKS,
     PLACEHOLDERS,
     STATUS_TASKS,
+    VERDICT_TASK,
     WORKFLOW_TIMEOUT_SECONDS,
     State,
     build_definition,
@@ -44,7 +45,7 @@ TOP_LEVEL_STATES = {
     "MarkDetecting", "DetectPII", "CheckDetectTolerance", "DetectToleranceChoice", "DropFiles",
     "MarkDetectComplete", "CheckRedactionMode", "MarkGeneratingSynthetic", "GenerateSynthetic",
     "MarkSyntheticComplete", "SetEmptyMapping", "MarkRedacting", "RedactPII", "MarkRedactComplete",
-    "PrepareComplete", "CompleteToleranceChoice", "WorkflowComplete", "Done", "MarkToleranceFailed",
+    "PrepareComplete", "CompleteToleranceChoice", "WorkflowComplete", "MarkToleranceFailed",
     "ToleranceExceeded", "MarkJobFailed", "JobFailed", "JobNoLongerActive",
 }  # fmt: skip
 REQUIRED_LAMBDA_RETRY = {
@@ -222,14 +223,29 @@ def test_per_file_failure_is_stored_with_its_key_and_error(map_state: str, task:
     assert params["execution_name.$"] == "$.execution_name"
 
 
-@pytest.mark.parametrize("map_state", ["DetectPII", "RedactPII"])
-def test_map_items_hand_back_only_their_outcome_and_the_map_drops_them(map_state: str) -> None:
-    """Per-file results live in S3: the state never grows with the number of files' results."""
+@pytest.mark.parametrize(("map_state", "kept_at"), [("DetectPII", "$.detections"), ("RedactPII", "$.redactions")])
+def test_map_items_hand_back_their_summary_and_the_map_keeps_them_in_file_order(map_state: str, kept_at: str) -> None:
+    """Each item's output is its task's return (a summary bounded by SUMMARY_MAX_BYTES, see
+    pipeline.tasks.hand_back); the Map keeps the list where the account reads it."""
     state = DEFINITION["States"][map_state]
-    assert state["ResultPath"] is None
+    assert state["ItemsPath"] == "$.files" and state["ResultPath"] == kept_at
     for name, inner in state["ItemProcessor"]["States"].items():
-        assert inner["ResultSelector"] == {"outcome.$": "$.outcome"}, name
-        assert "ResultPath" not in inner and "OutputPath" not in inner
+        assert not {"ResultSelector", "ResultPath", "OutputPath"} & set(inner), name
+
+
+def test_the_redaction_map_hands_each_file_its_own_detection() -> None:
+    selector = DEFINITION["States"]["RedactPII"]["ItemSelector"]
+    assert selector["detection.$"] == "States.ArrayGetItem($.detections, $$.Map.Item.Index)"
+    assert selector["file_key.$"] == "$$.Map.Item.Value"
+
+
+def test_the_account_reads_the_summaries_the_maps_kept() -> None:
+    detect = DEFINITION["States"]["CheckDetectTolerance"]["Parameters"]
+    complete = DEFINITION["States"]["PrepareComplete"]["Parameters"]
+    assert detect["detections.$"] == complete["detections.$"] == "$.detections"
+    assert complete["redactions.$"] == "$.redactions"
+    assert complete["redaction_mode.$"] == "$.redaction_mode"
+    assert DEFINITION["States"]["GenerateSynthetic"]["Parameters"]["detections.$"] == "$.detections"
 
 
 @pytest.mark.parametrize("name", [s.value for s in JOB_LAMBDA_TASKS])
@@ -315,7 +331,10 @@ def _target(state: dict[str, Any]) -> JobStatus:
 def test_every_status_is_written_by_exactly_the_expected_tasks() -> None:
     written = {name: _target(s) for name, s in status_tasks()}
     assert written == {name.value: status for name, status in STATUS_TASKS.items()}
-    assert set(written.values()) == set(JobStatus) - {JobStatus.QUEUED, JobStatus.IN_PROGRESS}
+    # COMPLETE is the verdict's (PrepareComplete, with FAILED over the tolerance): not a status task
+    assert set(written.values()) == set(JobStatus) - {JobStatus.QUEUED, JobStatus.IN_PROGRESS, JobStatus.COMPLETE}
+    assert VERDICT_TASK is State.PREPARE_COMPLETE
+    assert DEFINITION["States"]["PrepareComplete"]["Parameters"]["action"] == "check"
     assert [name for name, _ in ddb_tasks()] == [s.value for s in DYNAMODB_STATUS_TASKS] == ["MarkDetecting"]
 
 
@@ -379,31 +398,42 @@ def test_no_state_is_unreachable(scope: str, machine: dict[str, Any]) -> None:
 
 
 def test_tolerance_choices_go_on_only_on_an_explicit_true() -> None:
-    for name, go_on in (
-        ("DetectToleranceChoice", "DropFiles"),
-        ("CompleteToleranceChoice", "WorkflowComplete"),
+    """After detection (synthetic) the FAILED write is MarkToleranceFailed's; at the end the
+    verdict wrote it already, so the choice ends the run."""
+    for name, go_on, otherwise in (
+        ("DetectToleranceChoice", "DropFiles", "MarkToleranceFailed"),
+        ("CompleteToleranceChoice", "WorkflowComplete", "ToleranceExceeded"),
     ):
         choice = DEFINITION["States"][name]
         assert choice["Choices"] == [
             {"Variable": "$.check.within_tolerance", "BooleanEquals": True, "Next": go_on}
         ]
-        assert choice["Default"] == "MarkToleranceFailed"
+        assert choice["Default"] == otherwise
+    assert DEFINITION["States"]["WorkflowComplete"]["Type"] == "Succeed"
+    assert DEFINITION["States"]["ToleranceExceeded"]["Type"] == "Fail"
 
 
-def test_redaction_mode_choice() -> None:
+def test_redaction_mode_choice_right_after_detection() -> None:
+    """Blackout redacted every file inside DetectPII: straight to the account. Synthetic goes
+    through its detection account, the mapping and the redaction Map."""
+    assert DEFINITION["States"]["DetectPII"]["Next"] == "CheckRedactionMode"
+    assert DEFINITION["States"]["DetectPII"]["ItemSelector"]["redaction_mode.$"] == "$.redaction_mode"
     choice = DEFINITION["States"]["CheckRedactionMode"]
     assert choice["Choices"] == [
-        {"Variable": "$.redaction_mode", "StringEquals": "synthetic", "Next": "MarkGeneratingSynthetic"}
+        {"Variable": "$.redaction_mode", "StringEquals": "synthetic", "Next": "CheckDetectTolerance"}
     ]
     assert choice["Default"] == "SetEmptyMapping"
-    assert DEFINITION["States"]["SetEmptyMapping"]["Result"] == {"mapping_s3_key": None}
+    empty = DEFINITION["States"]["SetEmptyMapping"]
+    assert empty["Parameters"]["mapping"] == {"mapping_s3_key": None} and empty["Parameters"]["redactions"] is None
+    assert empty["Next"] == "PrepareComplete"
 
 
-def test_drop_files_keeps_only_what_later_states_read() -> None:
-    kept = {key.removesuffix(".$") for key in DEFINITION["States"]["DropFiles"]["Parameters"]}
-    assert kept == {
+@pytest.mark.parametrize("name", ["DropFiles", "SetEmptyMapping"])
+def test_pass_states_keep_only_what_later_states_read(name: str) -> None:
+    kept = {key.removesuffix(".$") for key in DEFINITION["States"][name]["Parameters"]}
+    assert kept - {"mapping", "redactions"} == {
         "job_id", "started_at", "execution_name", "bucket", "output_bucket",
-        "files", "unsupported", "redaction_mode", "trace",
+        "files", "unsupported", "redaction_mode", "trace", "detections",
     }  # fmt: skip
 
 

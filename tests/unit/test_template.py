@@ -413,7 +413,8 @@ def test_finalize_reaches_only_the_run_record_and_the_working_prefix(cfn: dict[s
         if "kms:" not in json.dumps(statement["Action"])  # KMS only with a customer key (HasKmsKey)
     }
     assert granted == {
-        (("dynamodb:UpdateItem",), json.dumps({"Fn::GetAtt": ["TrackingTable", "Arn"]})),
+        # GetItem: a retried verdict looks whether its first write landed
+        (("dynamodb:UpdateItem", "dynamodb:GetItem"), json.dumps({"Fn::GetAtt": ["TrackingTable", "Arn"]})),
         (("s3:GetObject", "s3:PutObject"), json.dumps({"Fn::Sub": "${WorkBucket.Arn}/_pipeops/*"})),
         # a missing result reads as NoSuchKey (not 403) only with ListBucket on the bucket
         (("s3:ListBucket",), json.dumps({"Fn::GetAtt": ["WorkBucket", "Arn"]})),
