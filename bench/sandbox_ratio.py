@@ -1,6 +1,6 @@
 """The sandbox against bare moto, same handler calls, same run (issue 11): a ratio read off one bench.
 
-    .venv/bin/python -m bench.sandbox_ratio                 # 50 files, 3 repetitions per layout (~4 min)
+    .venv/bin/python -m bench.sandbox_ratio                 # 50 files, 5 repetitions per layout (~5 min)
     .venv/bin/python -m bench.sandbox_ratio --files 100 --repeat 5    # the long version
     .venv/bin/python -m bench.sandbox_ratio --files 20 --repeat 1 --layouts single
 
@@ -19,7 +19,8 @@ Per layout (single-file jobs; folder jobs) and repetition, in one process:
    recorded handler call, replayed in order on one thread with one client per service (as the
    handlers create theirs once). Step Functions calls are moto's plain API calls (start_execution
    records an execution; nothing runs). bare jobs/s = jobs / that time.
-3. ratio = sandbox jobs/s / bare jobs/s, the median over repetitions.
+3. ratio = sandbox jobs/s / bare jobs/s, the median over repetitions. Each timed window starts
+   after a full garbage collection, so neither side collects the other's garbage.
 
 The pipeline's designed waits. `FolderSettleSeconds` (a folder job's message is sent with that SQS
 delay, so sibling uploads join the run) and `CapacityRetrySeconds` (a message that found every slot
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import copy
 import cProfile
+import gc
 import logging
 import os
 import statistics
@@ -335,6 +337,7 @@ def run_sandbox(layout: str, files: int, *, profiler: ThreadProfiler | None = No
             sb.wait_until_idle(120)
             with recorder._lock:
                 warmup_calls, recorder.calls = recorder.calls, []
+            gc.collect()  # the previous run's garbage is not collected inside this window
             before = profiler.snapshot() if profiler else {}
             started = time.perf_counter()
             for key, body in items:
@@ -441,6 +444,7 @@ def run_bare(run: SandboxRun, items: Sequence[tuple[str, bytes]], region: str = 
         for call in {(c.service, c.region) for c in [*run.warmup_calls, *run.calls]}:
             clients.setdefault(call, session.client(call[0], region_name=call[1]))
         _replay(clients, session, run.warmup_calls, Counter())
+        gc.collect()  # the sandbox run's garbage (it just stopped) is not collected in this window
         started = time.perf_counter()
         for key, body in items:
             s3.put_object(Bucket=run.bucket, Key=key, Body=body)
@@ -546,13 +550,15 @@ def _row(result: LayoutResult, label: str) -> GoalRow:
 
 def measure(
     files: int = 50,
-    repeat: int = 3,
+    repeat: int = 5,
     profile: bool = True,
     layouts: Sequence[str] = tuple(LAYOUT_INFO),
     profile_files: int = 25,
 ) -> list[GoalRow]:
-    """About 4-5 minutes on a shared 2-core machine with the defaults (3 layouts x 3 runs + a profiled
-    run, which cProfile slows several times over: hence its fewer files)."""
+    """About 4-5 minutes on a shared 2-core machine with the defaults (3 layouts x 5 runs + a profiled
+    run, which cProfile slows several times over: hence its fewer files). Five runs, not three: a
+    shared machine's speed drifts by a factor of two within minutes, and each run's ratio pairs a
+    sandbox run with the bare run right after it."""
     with _bench_env():
         rows = [_row(measure_layout(layout, files, repeat), LAYOUT_INFO[layout][0]) for layout in layouts]
         if profile:
@@ -571,7 +577,7 @@ def measure(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sandbox_ratio", description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--profile-files", type=int, default=25, help="files in the profiled run")
     parser.add_argument("--profile-only", action="store_true")

@@ -19,7 +19,9 @@ does what CloudWatch does, every virtual minute:
    StateReason and StateReasonData, then publishes CloudWatch's alarm notification (the
    documented SNS message: AlarmName, ..., Trigger{...}; Subject `ALARM: "name" in US East (N.
    Virginia)`) to every SNS topic among the new state's actions (AlarmActions, OKActions,
-   InsufficientDataActions) when ActionsEnabled. moto's SNS delivers it to subscribed queues.
+   InsufficientDataActions) when ActionsEnabled, straight into moto's SNS backend (CloudWatch
+   is a service delivering to a topic, not an API caller). moto's SNS delivers it to subscribed
+   queues.
 4. Composite alarms: their AlarmRule is parsed (`parse_alarm_rule`: ALARM/OK/INSUFFICIENT_DATA
    of a name, a quoted name or an ARN; NOT, AND, OR, parentheses, TRUE, FALSE) and evaluated
    after the metric alarms, over the states just set (composites of composites in dependency
@@ -79,7 +81,6 @@ from alarms.evaluate import (
     evaluate_samples,
     evaluation_window,
 )
-from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 
 LOG = logging.getLogger("sandbox.alarm_engine")
@@ -347,6 +348,15 @@ def _dimension_key(dimensions: Iterable[Any]) -> frozenset[tuple[str, str]]:
     return frozenset((str(d.name), str(d.value)) for d in dimensions)
 
 
+def _publish(topic_arn: str, subject: str, body: str) -> None:
+    """Publish as CloudWatch does: a service delivering to the topic, straight into moto's SNS
+    backend (its subscriptions deliver as on a Publish call), not an API caller's round trip."""
+    from moto.sns.models import sns_backends
+
+    _arn, _partition, _service, region, account_id, _name = topic_arn.split(":", 5)
+    sns_backends[account_id][region].publish(body, arn=topic_arn, subject=subject)
+
+
 def _backend(account_id: str, region: str) -> Any:
     from moto.cloudwatch.models import cloudwatch_backends
 
@@ -521,6 +531,8 @@ class AlarmEngine:
     `clock` returns the real now (tests inject one); `origin` is where virtual and real time
     meet (default: the clock's now at construction). `transitions` keeps the last `history`
     state changes; `evaluate_now()` runs a pass synchronously; `start()`/`stop()` the thread.
+    `endpoint_url` is accepted for symmetry with the other sandbox parts and unused: the engine
+    reads and writes moto's backends in this process, served on loopback or not.
     """
 
     def __init__(
@@ -545,7 +557,6 @@ class AlarmEngine:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.origin = _utc(origin or self.clock())
         self.transitions: deque[Transition] = deque(maxlen=history)  # newest last
-        self._sns = sandbox_client("sns", region, endpoint_url)
         self._known: dict[str, AlarmState] = {}  # the state the engine last gave each alarm
         self._told: set[tuple[str, str]] = set()  # (alarm, what) already logged at INFO
         self._indexes: dict[str, _MetricIndex] = {}  # account -> its datapoints by metric
@@ -897,7 +908,7 @@ class AlarmEngine:
                 )
                 continue
             try:
-                self._sns.publish(TopicArn=action, Subject=subject, Message=body)
+                _publish(action, subject, body)
             except Exception:
                 LOG.warning("alarm %s: could not publish to %s", alarm["AlarmName"], action, exc_info=True)
                 continue

@@ -39,6 +39,10 @@ And one for start-up: moto's CloudFormation reads every template body with PyYAM
 loader first (`Stack.parse_template`), JSON included -- about 2.5 s for this project's transformed
 template, the biggest part of a sandbox's start. A body that is JSON is read as JSON (as AWS does;
 YAML 1.1 would even read some JSON numbers as strings); anything else goes to moto's reader.
+
+And one for size: a TransactWriteItems backs up the items it names, not its whole tables
+(`sandbox.dynamodb_transactions`, inside the DynamoDB lock): moto's deep copy of every table a
+transaction touches made each ingest and router transaction cost as much as the tables were large.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from sandbox import dynamodb_transactions
 from sandbox.patches import CountedPatches, Patch
 
 # The item reads and writes of moto.dynamodb.models.DynamoDBBackend (batch and PartiQL
@@ -262,6 +267,7 @@ def _patches() -> list[Patch]:
     reused = _reused_client(boto_client.boto_client_for)
     return [
         Patch(Stack, "parse_template", lambda original: staticmethod(_json_first(original.__func__))),
+        *dynamodb_transactions.patches(),  # before the lock's patches: the lock wraps them
         *(Patch(DynamoDBBackend, name, _atomic) for name in DYNAMODB_ITEM_OPERATIONS),
         *(Patch(DynamoHandler, name, _atomic) for name in DYNAMODB_REQUEST_OPERATIONS),
         Patch(ExecutionWorker, "_get_evaluation_entrypoint", lambda _original: _cached_entrypoint),
