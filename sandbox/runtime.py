@@ -69,7 +69,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -80,6 +80,8 @@ from sandbox.clock import TimeScale
 LOG = logging.getLogger("sandbox.runtime")
 
 TIMEOUT_ERROR_TYPE = "Sandbox.Timedout"
+# Variables the runtime sets per invocation (its log stream): not part of a function's configuration.
+_PER_INVOCATION_VARIABLES = frozenset({"AWS_LAMBDA_LOG_STREAM_NAME"})
 LOG_TAIL_BYTES = 4096  # the Invoke API's LogResult carries the last 4 KB, as in AWS
 
 # Held while mutating os.environ and while importing handler modules (re-entrant: a handler's
@@ -343,6 +345,9 @@ class LambdaRuntime:
         self._records_cond = threading.Condition()
         self._listeners: tuple[InvocationListener, ...] = ()
         self._listeners_lock = threading.Lock()
+        self._configurations: dict[str, tuple[Any, ...]] = {}  # function name -> configuration last run
+        self._configurations_lock = threading.Lock()
+        self._fresh_environment_hooks: tuple[Callable[[str], None], ...] = ()
 
     def real_timeout(self, timeout_seconds: float) -> float:
         """Real seconds a function with this Timeout may run before it is cut off.
@@ -427,6 +432,35 @@ class LambdaRuntime:
     def remove_listener(self, listener: InvocationListener) -> None:
         with self._listeners_lock:
             self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+    def on_fresh_environments(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(function_name)` when a function's configuration changed since its last
+        invocation (UpdateFunctionConfiguration, new code): AWS then runs it in new execution
+        environments, which start without the module state of the old ones. Every function shares
+        this interpreter, so whoever keeps state per function drops that function's here."""
+        with self._listeners_lock:
+            self._fresh_environment_hooks = (*self._fresh_environment_hooks, hook)
+
+    def _check_configuration(self, fn: Any, env: Mapping[str, str]) -> None:
+        """Tell the fresh-environment hooks when `fn` runs with another configuration than before."""
+        name = str(fn.function_name)
+        configuration = (
+            str(fn.handler),
+            tuple(sorted((k, v) for k, v in env.items() if k not in _PER_INVOCATION_VARIABLES)),
+            fn.memory_size,
+            fn.timeout,
+            str(getattr(fn, "code_sha_256", "")),
+        )
+        with self._configurations_lock:
+            previous = self._configurations.get(name)
+            self._configurations[name] = configuration
+        if previous is None or previous == configuration:
+            return
+        for hook in self._fresh_environment_hooks:
+            try:
+                hook(name)
+            except Exception:
+                LOG.warning("fresh-environment hook %r failed for %s", hook, name, exc_info=True)
 
     def _notify(self, method: str, *args: Any) -> None:
         for listener in self._listeners:  # a snapshot: the tuple is replaced, never mutated
@@ -520,6 +554,7 @@ class LambdaRuntime:
         start_ms = int(started_at * 1000)
 
         env = self._function_env(fn, region, group, stream)
+        self._check_configuration(fn, env)
         self._stdio.install()  # re-assert the routing proxy if someone swapped sys.stdout since
         outcome = _Outcome()
         init_ms: float | None = None

@@ -142,6 +142,7 @@ class Sandbox:
                 extra_sys_path=[PROJECT_ROOT],
                 min_real_timeout=self.min_handler_seconds,
             ).install()
+            self.runtime.on_fresh_environments(_forget_warm_state)
             # Listening before anything can invoke a function or start an execution.
             self.aws_metrics = AwsMetricsPublisher(
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url
@@ -308,3 +309,13 @@ class Sandbox:
 def running_sandbox(**settings: Any) -> Iterator[Sandbox]:
     with Sandbox(**settings) as sandbox:
         yield sandbox
+
+
+def _forget_warm_state(function_name: str) -> None:
+    """The pipeline's per-function state of a function whose configuration changed (see
+    `LambdaRuntime.on_fresh_environments`): its collaborators and its cold-start mark."""
+    from pipeline.handlers import _wiring
+    from pipeline.telemetry.handler import forget_warm
+
+    _wiring.forget(function_name)
+    forget_warm(function_name)

@@ -53,6 +53,14 @@ def reset() -> None:
     metrics.reset()
 
 
+def forget(function: str) -> None:
+    """Drop one function's collaborators: its next invocation builds them again from its
+    configuration, as a new execution environment would after UpdateFunctionConfiguration."""
+    with _lock:
+        for instances in _built:
+            instances.pop(function, None)
+
+
 @built_once
 def settings() -> Settings:
     return load_settings()

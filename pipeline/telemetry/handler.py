@@ -36,6 +36,12 @@ def _cold_start(function: str) -> bool:
     return cold
 
 
+def forget_warm(function: str) -> None:
+    """`function`'s next invocation is a cold start again (a new execution environment)."""
+    with _warm_lock:
+        _warm.discard(function)
+
+
 def instrumented(name: str) -> Callable[[Handler], Handler]:
     span_name = f"pipeops.{name}"
 

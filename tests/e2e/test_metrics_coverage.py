@@ -75,7 +75,6 @@ def emitted(sandbox: Any) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
 def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import pipeline.handlers.detect as detect_handler
     import pipeline.handlers.finalize as finalize_handler
-    from pipeline.handlers import _wiring
 
     real_detect = detect_handler.detect_file
 
@@ -127,15 +126,14 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
     assert sandbox.wait_until_idle(120)
 
     # A synthetic-mode job: the operator switches the router's RedactionMode (the stack parameter
-    # it reads); the mapping and the redact task run only in that mode. On AWS a configuration
-    # update starts fresh execution environments; the sandbox's warm collaborators are dropped.
+    # it reads); the mapping and the redact task run only in that mode. As on AWS, the updated
+    # function's next invocation starts fresh (sandbox.runtime: on_fresh_environments).
     lambda_client = sandbox.client("lambda")
     router = sandbox.outputs["RouterFunctionName"]
     variables = lambda_client.get_function_configuration(FunctionName=router)["Environment"]["Variables"]
     lambda_client.update_function_configuration(
         FunctionName=router, Environment={"Variables": variables | {"REDACTION_MODE": "synthetic"}}
     )
-    _wiring.reset()
     s3.put_object(Bucket=bucket, Key="synthetic.txt", Body=b"mail eve@corp.example, call 555-201-3344\n")
     wait_until(lambda: any(r.job_id == "synthetic.txt" and r.status.is_terminal for r in runs(sandbox)), 300)
     [synthetic] = [run for run in runs(sandbox) if run.job_id == "synthetic.txt"]

@@ -402,3 +402,30 @@ def test_the_time_scale_shortens_a_handlers_time_only_down_to_the_minimum() -> N
     assert runtime.real_timeout(1) == 1.0  # a test that wants the cut-off sets a small Timeout
     assert runtime.real_timeout(900) == 45.0  # long Timeouts are still shortened by the scale
     assert LambdaRuntime(region=REGION, time_scale=TimeScale(0.05)).real_timeout(30) == 1.5
+
+
+# --------------------------------------------------------------------------- fresh environments
+
+
+def test_a_changed_configuration_gets_fresh_environments_and_an_unchanged_one_does_not(runtime) -> None:
+    """On AWS, UpdateFunctionConfiguration sends the next invocations to new execution
+    environments; the sandbox tells whoever keeps state per function, once per change."""
+    fresh: list[str] = []
+    runtime.on_fresh_environments(fresh.append)
+    make_function("sbx-config", "sbx_echo.handler", env={"SBX_GREETING": "hello"})
+    make_function("sbx-other", "sbx_echo.handler", env={"SBX_GREETING": "hello"})
+    for name in ("sbx-config", "sbx-config", "sbx-other"):
+        invoke(name, {"tag": "warm"})
+    assert fresh == []  # first invocations and repeated ones: the same environments
+
+    boto3.client("lambda", region_name=REGION).update_function_configuration(
+        FunctionName="sbx-config", Environment={"Variables": {"SBX_GREETING": "bonjour"}}
+    )
+    invoke("sbx-config", {"tag": "after"})
+    invoke("sbx-config", {"tag": "again"})
+    invoke("sbx-other", {"tag": "untouched"})
+    assert fresh == ["sbx-config"]
+
+    boto3.client("lambda", region_name=REGION).update_function_configuration(FunctionName="sbx-config", Timeout=5)
+    invoke("sbx-config", {"tag": "timeout changed"})
+    assert fresh == ["sbx-config", "sbx-config"]
