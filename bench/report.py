@@ -568,16 +568,21 @@ def findings(results: Mapping[str, Any]) -> list[str]:
         creation = raw.get("client_creation", {}).get("median")
         if parse:
             detail = (
-                f"moto parses the state machine definition again at every execution start with the pure-Python "
-                f"ANTLR runtime: {parse:.0f} ms of CPU for this {len(_runs(single)[0].get('top_level_states', [])) or '?'}-state "
-                "definition (a one-state Pass machine parses in well under 1 ms)"
+                f"On its own, moto parses the state machine definition again at every execution start with the "
+                f"pure-Python ANTLR runtime: {parse:.0f} ms of CPU for this "
+                f"{len(_runs(single)[0].get('top_level_states', [])) or '?'}-state definition (a one-state Pass "
+                "machine parses in well under 1 ms)"
             )
             if sfn_calls and creation:
                 detail += (
-                    f"; and each of the {sfn_calls:.0f} Task calls per job builds a new boto3 client "
-                    f"(~{creation:.1f} ms each, {sfn_calls * creation:.0f} ms per job) before calling through moto"
+                    f"; and each of the {sfn_calls:.0f} Task calls per job would build a new boto3 client "
+                    f"(~{creation:.1f} ms each, {sfn_calls * creation:.0f} ms per job)"
                 )
-            out.append(f"**Where the interpreter's CPU goes.** {detail}. Neither exists in AWS.")
+            out.append(
+                f"**What the sandbox spares the interpreter.** {detail}. Neither exists in AWS, and the sandbox "
+                "pays neither: its seams (sandbox/moto_seams.py) parse each definition once and reuse one client "
+                "per service."
+            )
     folders = configs.get("folders")
     if folders and single is not None and folders is not single:
         f_files = _median(r.get("files_per_s") for r in _steady(folders))
@@ -589,10 +594,10 @@ def findings(results: Mapping[str, Any]) -> list[str]:
             out.append(
                 f"**Folder jobs amortise the per-execution cost.** With {results.get('meta', {}).get('files_per_folder', '?')} "
                 f"files per folder, `folders` moves {f_files:.1f} files/s against {s_files:.1f} for one file per "
-                f"job, although its jobs/s ({_num(f_jobs)}) is lower: an execution's fixed cost (the parse, "
-                f"{_num(transitions, 0)} state transitions for one file, the Mark* DynamoDB tasks, two Finalize "
-                "invocations) is paid once per job, and only "
-                "the Detect and Redact Map items scale with the files"
+                f"job, although its jobs/s ({_num(f_jobs)}) is lower: an execution's fixed cost "
+                f"({_num(transitions, 0)} state transitions for one file, the MarkDetecting DynamoDB task, the "
+                "verdict's Finalize invocation, the router's and the tracker's) is paid once per job, and only "
+                "the Detect Map items (in blackout mode, detect and redact in one pass) scale with the files"
                 + (f" (medians of the runs without a Lambda timeout; {excluded} left out)." if excluded else ".")
             )
     routers = [(c, r) for c in configs.values() for r in _runs(c)]
