@@ -170,7 +170,8 @@ def test_the_scheduled_reconciler_repairs_the_stall_on_its_own(make_sandbox: Any
     import time
 
     deadline = time.monotonic() + 120
-    while semaphore(sandbox).read().active_count and time.monotonic() < deadline:
+    # The repair, then its audit record (a second write, just after): wait for both.
+    while (semaphore(sandbox).read().active_count or not audits(sandbox)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert semaphore(sandbox).read().active_count == 0
     [audit] = audits(sandbox)
