@@ -55,8 +55,10 @@ SUMMARY_MAX_BYTES = 120
 # Results read at once by the account: S3 answers each GET in ~10-20 ms; 100 files in well under
 # a second, far inside the function's timeout.
 READ_WORKERS = 8
-# The run's error when more files failed than it tolerates (also the workflow's Fail state's).
+# The run's error when more files failed than it tolerates (also the workflow's Fail state's),
+# and its cause ({} is the failed share; the workflow formats it with States.Format too).
 TOLERANCE_ERROR = "FailureToleranceExceeded"
+TOLERANCE_CAUSE = "Failed share of files {} is over the tolerance"
 # The error a stored result gets when a file has none (a bug, never a silent skip).
 RESULT_MISSING = "ResultMissing"
 NOT_REDACTED = "NotRedacted"
@@ -175,11 +177,15 @@ def detect_file(event: Mapping[str, Any], artifacts: ArtifactStore, detector: Pi
     return result
 
 
+def _paired(files: Sequence[str], summaries: Sequence[Mapping[str, Any] | None] | None) -> list[tuple[str, Mapping[str, Any] | None]]:
+    """Each file with its summary from a Map's output (in file order); None where there is none."""
+    listed = list(summaries or ())
+    return [(key, listed[index] if index < len(listed) else None) for index, key in enumerate(files)]
+
+
 def _detections(event: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any] | None]]:
-    """Each file of the run with its detection summary (the detect Map's output, in file order)."""
-    files = list(event.get("files") or ())
-    detections = list(event.get("detections") or ())
-    return [(key, detections[index] if index < len(detections) else None) for index, key in enumerate(files)]
+    """Each file of the run with its detection summary (the detect Map's output)."""
+    return _paired(list(event.get("files") or ()), event.get("detections"))
 
 
 def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secret: bytes | None = None) -> dict[str, Any]:
@@ -359,14 +365,13 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
     detections = resolve_results(artifacts, execution_name, DETECT_PHASE, handed_back)
     redactions: dict[str, dict[str, Any]] = {}
     if phase == "complete":
-        listed = list(event.get("redactions") or ())
         redactions = resolve_results(
             artifacts,
             execution_name,
             REDACT_PHASE,
             [
-                (key, listed[index] if index < len(listed) else None)
-                for index, (key, _) in enumerate(handed_back)
+                (key, redaction)
+                for key, redaction in _paired([key for key, _ in handed_back], event.get("redactions"))
                 if not detections[key].get("redacted") and detections[key].get("outcome") != "failed"
             ],
         )
@@ -442,10 +447,6 @@ def record_account(store: TrackingStore, event: Mapping[str, Any], outcome: Mapp
         raise JobNoLongerActive(f"the run's record is no longer {expected.value}")
 
 
-def tolerance_cause(failed_share: float) -> str:
-    return f"Failed share of files {failed_share} is over the tolerance"
-
-
 def record_verdict(store: TrackingStore, event: Mapping[str, Any], outcome: Mapping[str, Any], now: datetime) -> JobStatus:
     """End the run in one conditional write: COMPLETE, or FAILED when more files failed than the
     job tolerates, together with the account. The record must be where the workflow left it
@@ -458,7 +459,7 @@ def record_verdict(store: TrackingStore, event: Mapping[str, Any], outcome: Mapp
     synthetic = event.get("redaction_mode") == RedactionMode.SYNTHETIC.value
     fields = _account_fields(outcome) | {"mapping_s3_key": event.get("mapping_s3_key") or None}
     if target is JobStatus.FAILED:
-        fields |= {"error": TOLERANCE_ERROR, "cause": tolerance_cause(check["failed_share"])}
+        fields |= {"error": TOLERANCE_ERROR, "cause": TOLERANCE_CAUSE.format(check["failed_share"])}
     run = RunRef(event["job_id"], event["started_at"])
     expected = JobStatus.REDACT_COMPLETE if synthetic else JobStatus.DETECTING
     if store.transition(run, target, now, fields=fields, expected_status=expected) is None:

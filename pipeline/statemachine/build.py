@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.status import JobStatus, allowed_predecessors
-from pipeline.tasks import TOLERANCE_ERROR
+from pipeline.tasks import TOLERANCE_CAUSE, TOLERANCE_ERROR
 
 DEFINITION_PATH = Path(__file__).with_name("pipeline.asl.json")
 
@@ -536,7 +536,7 @@ def build_definition() -> dict[str, Any]:
             State.TOLERANCE_EXCEEDED,
             fields={
                 "error": TOLERANCE_ERROR,
-                "cause.$": "States.Format('Failed share of files {} is over the tolerance', $.check.failed_share)",
+                "cause.$": f"States.Format('{TOLERANCE_CAUSE}', $.check.failed_share)",
             },
             fail_job_on_error=False,
         ),
