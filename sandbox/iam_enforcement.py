@@ -477,6 +477,18 @@ def _checked_make_api_call(self: Any, operation_name: str, api_params: Any) -> A
 _checked_make_api_call.__pipeops_seam__ = True  # type: ignore[attr-defined]
 
 
+def check(client: Any, operation_name: str, api_params: Mapping[str, Any]) -> None:
+    """Decide a call the sandbox answers without sending it (a direct path into moto, e.g.
+    `sandbox.lambda_tasks`) as `_checked_make_api_call` decides a sent one: the caller is read
+    from the stack above this call; a denial raises the client's AccessDenied."""
+    enforcement = _ACTIVE[-1] if _ACTIVE else None
+    if enforcement is None or _is_internal(client):
+        return
+    caller = enforcement.caller(sys._getframe(1))
+    if caller is not None:
+        enforcement.authorize(client, caller, operation_name, api_params)
+
+
 def _inheriting_start(self: threading.Thread) -> None:
     """Thread.start: a thread a handler starts runs in a copy of the handler's context."""
     original = _THREAD_ORIGINALS["start"]

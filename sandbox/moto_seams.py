@@ -40,6 +40,9 @@ loader first (`Stack.parse_template`), JSON included -- about 2.5 s for this pro
 template, the biggest part of a sandbox's start. A body that is JSON is read as JSON (as AWS does;
 YAML 1.1 would even read some JSON numbers as strings); anything else goes to moto's reader.
 
+And one for the Lambda tasks: the interpreter invokes a task's function in-process, not through a
+boto3 client round trip into the same process (`sandbox.lambda_tasks`; IAM still decides it).
+
 And one for size: a TransactWriteItems backs up the items it names, not its whole tables
 (`sandbox.dynamodb_transactions`, inside the DynamoDB lock): moto's deep copy of every table a
 transaction touches made each ingest and router transaction cost as much as the tables were large.
@@ -54,7 +57,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import dynamodb_transactions
+from sandbox import dynamodb_transactions, lambda_tasks
 from sandbox.patches import CountedPatches, Patch
 
 # The item reads and writes of moto.dynamodb.models.DynamoDBBackend (batch and PartiQL
@@ -259,6 +262,7 @@ def _patches() -> list[Patch]:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.responses import DynamoHandler
     from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
     from moto.stepfunctions.parser.asl.utils import boto_client, json_path
     from moto.stepfunctions.parser.backend.execution import Execution
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
@@ -280,6 +284,7 @@ def _patches() -> list[Patch]:
             lambda original: staticmethod(_validated_once(original.__func__)),
         ),
         *(Patch(module, "boto_client_for", lambda _original: reused) for module in _client_modules()),
+        Patch(lambda_eval_utils, "_invoke_lambda_function", lambda_tasks.direct),
     ]
 
 
