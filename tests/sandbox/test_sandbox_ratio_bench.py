@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from bench import sandbox_ratio
@@ -56,22 +58,56 @@ def test_records_handler_calls_only_and_bare_moto_replays_them(aws_env: None) ->
                     ExpressionAttributeValues={":one": {"N": "1"}},
                 )
                 internal.describe_table(TableName=TABLE)  # the sandbox's own look-up (IAM facts)
+                with contextlib.suppress(ClientError):
+                    ddb.get_item(TableName="no-such-table", Key={"pk": {"S": "a"}})
 
             _as_handler(handler_work)
         finally:
             recorder.uninstall()
         snapshot = {"tables": [ddb.describe_table(TableName=TABLE)["Table"]], "queues": [], "buckets": [],
                     "machines": [], "parameters": []}
-    assert [(c.service, c.operation) for c in recorder.calls] == [("dynamodb", "PutItem"), ("dynamodb", "UpdateItem")]
+    assert [(c.operation, c.outcome, c.workflow) for c in recorder.calls] == [
+        ("PutItem", "ok", False), ("UpdateItem", "ok", False), ("GetItem", "ResourceNotFoundException", False)
+    ]
 
     with mock_aws():
         session = boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name=REGION)
         sandbox_ratio._create_resources(session, REGION, snapshot)
-        errors: Counter[str] = Counter()
-        sandbox_ratio._replay({}, session, recorder.calls, errors)
+        replay = sandbox_ratio._replay({}, session, recorder.calls)
         item = session.client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": "a"}})["Item"]
-    assert errors == Counter()
+    assert replay.errors == Counter({"dynamodb.GetItem: ResourceNotFoundException": 1})
+    assert replay.mismatches == Counter()  # the failed read failed in the sandbox too
     assert item["n"] == {"N": "1"}
+
+
+def _call(operation: str, params: dict[str, Any], *, workflow: bool = False) -> sandbox_ratio.RecordedCall:
+    return sandbox_ratio.RecordedCall("dynamodb", REGION, operation, params, workflow=workflow, outcome="ok")
+
+
+def test_the_workflows_own_writes_are_replayed_untimed_so_handler_calls_meet_the_sandboxs_state(
+    aws_env: None,
+) -> None:
+    marked = _call("PutItem", {"TableName": TABLE, "Item": {"pk": {"S": "run"}, "status": {"S": "DETECTING"}}},
+                   workflow=True)  # the state machine's MarkDetecting
+    verdict = _call("UpdateItem", {
+        "TableName": TABLE, "Key": {"pk": {"S": "run"}}, "UpdateExpression": "SET #s = :done",
+        "ConditionExpression": "#s = :detecting", "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":done": {"S": "COMPLETE"}, ":detecting": {"S": "DETECTING"}},
+    })
+
+    def replayed(calls: list[sandbox_ratio.RecordedCall]) -> sandbox_ratio.Replay:
+        with mock_aws():
+            session = boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name=REGION)
+            _table(session.client("dynamodb"))
+            return sandbox_ratio._replay({}, session, calls)
+
+    with_workflow, without = replayed([marked, verdict]), replayed([verdict])
+
+    assert with_workflow.mismatches == Counter() and with_workflow.untimed_s > 0
+    assert without.mismatches == Counter(
+        {"dynamodb.UpdateItem: sandbox ok, bare ConditionalCheckFailedException": 1}
+    )
+    assert without.untimed_s == 0
 
 
 def test_thread_kinds_and_the_profile_summary() -> None:
