@@ -27,7 +27,9 @@ still received by one poller at a time -- SQS's visibility timeout, moto's own -
 never share a message, and a batch's deletes and retries are its own. A poller:
 
 1. long-polls the queue (`WaitTimeSeconds` = 1 s, so stop is prompt; `poll_wait_seconds=0`
-   short-polls) for up to min(BatchSize, 10) messages with all system and message attributes;
+   short-polls) for up to min(BatchSize, 10) messages with all system and message attributes (a
+   short poll first looks at moto's queue in this process: one with nothing receivable costs no
+   ReceiveMessage, see `moto_queue`);
 2. once it holds at least one message, gathers more until BatchSize or
    `MaximumBatchingWindowInSeconds` (scaled by the `TimeScale`) is reached -- with a window of 0 it
    takes only what is available at once;
@@ -82,6 +84,7 @@ import base64
 import contextlib
 import heapq
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -98,6 +101,28 @@ LOG = logging.getLogger("sandbox.sqs_poller")
 
 ACTIVE_STATES = frozenset({"Enabled", "Enabling", "Updating"})
 MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages upper bound
+
+
+def moto_queue(queue_arn: str) -> Any:
+    """moto's queue for `queue_arn` in this process, or None (not there, or moto not loaded).
+
+    The sandbox hosts moto in its own process (in-process or a ThreadedMotoServer), so a short
+    poll can first look whether anything is receivable: `Queue.messages` is what moto's
+    ReceiveMessage scans (visible, not delayed). Most short polls found nothing (the empty look
+    that ends a batch, the back-off's safety-net looks), each a botocore round trip; an empty look
+    now costs no call. A receive still decides everything else (visibility, receive counts, the
+    DLQ, FIFO groups): a message sent just after an empty look wakes the worker (wake-on-send).
+    """
+    models = sys.modules.get("moto.sqs.models")
+    if models is None:
+        return None
+    parts = queue_arn.split(":")
+    if len(parts) != 6:
+        return None
+    try:
+        return models.sqs_backends[parts[4]][parts[3]].queues.get(parts[5])
+    except Exception:  # an account or region moto does not know
+        return None
 POLL_WAIT_SECONDS = 1  # long-poll length: how long stop() may wait for a receive to return
 # poll_wait_seconds=0: the longest pause between empty short polls. Every receive that could find
 # a message is announced (wake-on-send, below): these polls are only the safety net.
@@ -579,12 +604,19 @@ class _MappingWorker:
         )
         return list(response.get("Messages") or [])
 
+    def _nothing_to_receive(self) -> bool:
+        """True when the queue, read in this process's moto, holds no message a receive could
+        return right now (see `moto_queue`). False when it cannot tell: then SQS answers."""
+        queue = moto_queue(self.mapping.queue_arn)
+        return queue is not None and not queue.messages
+
     def _poll_once(self, empty_backoff: _Backoff, error_backoff: _Backoff, wake: _Wake | None = None) -> None:
         wake = wake or self.wake
         mapping = self.mapping
         started = time.monotonic()
         want = min(mapping.batch_size, MAX_RECEIVE)
-        first = self._receive(want, self.poller.poll_wait_seconds)
+        wait_seconds = self.poller.poll_wait_seconds
+        first = [] if wait_seconds == 0 and self._nothing_to_receive() else self._receive(want, wait_seconds)
         error_backoff.reset()
         if not first:
             self.poller.stats.add(mapping.uuid, empty_receives=1)
@@ -615,7 +647,7 @@ class _MappingWorker:
             remaining = deadline - time.monotonic()
             try:
                 if remaining <= 0:
-                    if window > 0:
+                    if window > 0 or self._nothing_to_receive():
                         break
                     more = self._receive(want, 0)  # no window: take what is there right now
                     if not more:

@@ -506,6 +506,37 @@ def test_sqs_api_errors_are_logged_and_retried_not_fatal(recorder, runtime, poll
     assert [c["bodies"] for c in recorder.calls("sbx-sqs-flaky")] == [["after-recovery"]]
 
 
+def test_an_empty_queue_costs_no_receive_and_a_message_sent_to_it_is_still_taken(
+    recorder, runtime, pollers, monkeypatch
+):
+    from botocore.client import BaseClient
+
+    url, arn, _ = make_queue("peeked")
+    make_function("sbx-sqs-peeked", "sbx_sqs_recorder.handler")
+    uuid = make_mapping("sbx-sqs-peeked", arn, window=0)
+    receives: list[str] = []
+    original = BaseClient._make_api_call
+
+    def counting(client, operation, params):
+        if operation == "ReceiveMessage":
+            receives.append(params["QueueUrl"])
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
+    poller = start_poller(runtime, pollers)
+    deadline = time.monotonic() + 10
+    while poller.stats.for_mapping(uuid).empty_receives < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+    assert poller.stats.for_mapping(uuid).empty_receives >= 3  # it looked, several times
+    assert receives == []  # and no look was a ReceiveMessage: moto's queue held nothing receivable
+
+    send(url, ["after-the-looks"])
+    assert poller.wait_until_idle(timeout=10)
+    assert [c["bodies"] for c in recorder.calls("sbx-sqs-peeked")] == [["after-the-looks"]]
+    assert receives and set(receives) == {url}  # a receive took it, as SQS decides
+
+
 def test_wait_until_idle_times_out_while_messages_wait_for_a_stopped_poller(recorder, runtime, pollers):
     url, arn, _ = make_queue("quiet")
     make_function("sbx-sqs-quiet", "sbx_sqs_recorder.handler")
