@@ -405,8 +405,10 @@ def _calls(configs: Sequence[Mapping[str, Any]]) -> list[str]:
     lines += [
         "### Made by Step Functions (moto's ASL interpreter, through boto3)",
         "",
-        "Lambda tasks and the `arn:aws:states:::dynamodb:updateItem` tasks both go through boto3 clients the "
-        "interpreter builds per call (`boto_client_for`), in-process through moto's stubber; none go over HTTP.",
+        "The `arn:aws:states:::dynamodb:updateItem` tasks go through one boto3 client per service that the "
+        "interpreter reuses (`sandbox.moto_seams`), in-process through moto's stubber; none go over HTTP. Lambda "
+        "tasks make no call: the sandbox invokes their function in-process after IAM allowed it "
+        "(`sandbox.lambda_tasks`).",
         "",
         *breakdown_table(sfn, "made by"),
         "",
@@ -465,8 +467,8 @@ def _cpu(configs: Sequence[Mapping[str, Any]]) -> list[str]:
         *_table(("thread", *(f"`{n}`" for n in names)), rows),
         "",
         "Step Functions interpreter threads are moto's: `_execution_logic` runs an execution (it first parses the "
-        "definition), `_exec_and_notify` runs a Task state (a new boto3 client, the call through moto, and for "
-        "Lambda tasks the runtime's log and metric writes), `eval` runs a Map iteration. A handler thread's CPU "
+        "definition), `_exec_and_notify` runs a Task state (a DynamoDB task's call through moto; a Lambda task's "
+        "invocation, straight into the runtime, with its log and metric writes), `eval` runs a Map iteration. A handler thread's CPU "
         "includes moto's server-side work for the handler's own calls (in-process, the stub runs on the caller's "
         "thread).",
         "",
@@ -697,7 +699,8 @@ def findings(results: Mapping[str, Any]) -> list[str]:
             f"**Calls per job.** Handler code makes {_range(handler, '.1f')} calls per job "
             f"(in `{single['name']}` the most are {top_text}). The sandbox adds {_range(machinery, '.1f')} "
             "calls per job of its own — one PutLogEvents and usually one PutMetricData per "
-            "Lambda invocation, and the status watcher's List/DescribeExecution polling — which AWS does without "
+            "Lambda invocation, and the status watcher's ListExecutions safety-net rounds (executions the "
+            "interpreter reports are read from moto's objects) — which AWS does without "
             "API calls, but which cost CPU here."
         )
     if results.get("meta", {}).get("warmup", True):
