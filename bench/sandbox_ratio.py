@@ -567,9 +567,13 @@ def measure_layout(layout: str, files: int, repeat: int) -> LayoutResult:
 def profile_run(layout: str = "single", files: int = 50) -> str:
     profiler = ThreadProfiler().install()
     try:
-        return run_sandbox(layout, files, profiler=profiler).profile
+        run = run_sandbox(layout, files, profiler=profiler)
     finally:
         profiler.uninstall()
+    if run.idle:
+        return run.profile
+    return (f"WARNING: the profiled run did not reach idle within its timeout ({run.wall_s:.0f} s in the window): "
+            f"the shares below include that wait (background threads polling). {run.profile}")
 
 
 @contextmanager
