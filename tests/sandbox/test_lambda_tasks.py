@@ -44,11 +44,7 @@ TRUST = {
 
 
 @pytest.fixture
-def enforced(monkeypatch: pytest.MonkeyPatch) -> Iterator[IamEnforcement]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def enforced(aws_env: None) -> Iterator[IamEnforcement]:
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     imported_before = set(sys.modules)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):

@@ -26,16 +26,7 @@ TIMEOUT_DEFINITION = {"TimeoutSeconds": 1, **WAIT_DEFINITION}
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
+def aws(aws_env: None) -> Iterator[None]:
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         yield
