@@ -200,10 +200,6 @@ class CallRecorder:
         with self._lock:
             self.calls.append(call)
 
-    def handler_calls(self) -> list[RecordedCall]:
-        with self._lock:
-            return [c for c in self.calls if not c.workflow]
-
 
 # --------------------------------------------------------------------------- per-thread CPU profile
 

@@ -101,6 +101,13 @@ LOG = logging.getLogger("sandbox.sqs_poller")
 
 ACTIVE_STATES = frozenset({"Enabled", "Enabling", "Updating"})
 MAX_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages upper bound
+POLL_WAIT_SECONDS = 1  # long-poll length: how long stop() may wait for a receive to return
+# poll_wait_seconds=0: the longest pause between empty short polls. Every receive that could find
+# a message is announced (wake-on-send, below): these polls are only the safety net.
+SHORT_POLL_MAX_PAUSE = 1.0
+SIBLING_IDLE_PAUSE = 10.0  # an idle poller other than a mapping's first waits this long for a backlog
+DEFAULT_CONCURRENCY = 5  # concurrent batches AWS starts an SQS event source mapping with
+_REAL_TIME = TimeScale(1.0)
 
 
 def moto_queue(queue_arn: str) -> Any:
@@ -123,13 +130,6 @@ def moto_queue(queue_arn: str) -> Any:
         return models.sqs_backends[parts[4]][parts[3]].queues.get(parts[5])
     except Exception:  # an account or region moto does not know
         return None
-POLL_WAIT_SECONDS = 1  # long-poll length: how long stop() may wait for a receive to return
-# poll_wait_seconds=0: the longest pause between empty short polls. Every receive that could find
-# a message is announced (wake-on-send, below): these polls are only the safety net.
-SHORT_POLL_MAX_PAUSE = 1.0
-SIBLING_IDLE_PAUSE = 10.0  # an idle poller other than a mapping's first waits this long for a backlog
-DEFAULT_CONCURRENCY = 5  # concurrent batches AWS starts an SQS event source mapping with
-_REAL_TIME = TimeScale(1.0)
 
 
 # --------------------------------------------------------------------------- moto's native path
