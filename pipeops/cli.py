@@ -276,6 +276,15 @@ def job_show(
 @app.command()
 def reconcile(
     apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out (default: a dry run that changes nothing).")] = False,
+    release: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--release",
+            metavar="HOLDER",
+            help="The operator's override: release only these holders (execution names), past the implausible-drift "
+            "guard; never one whose execution runs. Repeatable; audited like any repair.",
+        ),
+    ] = None,
     grace_seconds: Annotated[
         float | None,
         typer.Option(help="Leave slots and runs younger than this alone (default: the router's timeout + 60 s)."),
@@ -314,7 +323,9 @@ def reconcile(
         return
     connection, resources = _connect(stack_name, endpoint_url, region)
     try:
-        report = reconcile_command.run(resources, connection.client, apply=apply, grace_seconds=grace_seconds)
+        report = reconcile_command.run(
+            resources, connection.client, apply=apply, grace_seconds=grace_seconds, release=tuple(release or ())
+        )
     except Exception as exc:  # an observation that cannot be made is an error, never "nothing to do"
         render.console.print(f"[red]error:[/red] reconcile failed: {type(exc).__name__}: {exc}")
         raise typer.Exit(2) from None

@@ -57,5 +57,13 @@ def _caller(client: Client) -> str:
         return "unknown (sts:GetCallerIdentity failed)"
 
 
-def run(resources: StackResources, client: Client, *, apply: bool, grace_seconds: float | None = None) -> ReconcileReport:
-    return reconcile(build(resources, client, grace_seconds=grace_seconds), apply=apply)
+def run(
+    resources: StackResources,
+    client: Client,
+    *,
+    apply: bool,
+    grace_seconds: float | None = None,
+    release: tuple[str, ...] = (),
+) -> ReconcileReport:
+    """One pass of the plan, or of the operator's override when `release` names holders."""
+    return reconcile(build(resources, client, grace_seconds=grace_seconds), apply=apply, release=release)

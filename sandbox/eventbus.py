@@ -896,6 +896,20 @@ class EventBus:
             self._enqueue(d)
         return len(held)
 
+    def expire_held(self, rule_name: str, *, bus_name: str = "default") -> int:
+        """End an outage whose events were lost: resume the rule, and dead-letter what it held as
+        EventBridge does once an undeliverable event is older than MaximumEventAgeInSeconds (to the
+        target's DLQ, or dropped without one). Returns how many deliveries were lost."""
+        key = (bus_name, rule_name)
+        with self._lock:
+            self._paused.pop(key, None)
+            held = self._held.pop(key, [])
+            self._pending += len(held)
+        for d in held:
+            d.state = "running"
+            self._dead_letter(d, "THROTTLING", "Rate exceeded (sandbox fault injection: outage)", "MaximumEventAgeInSeconds")
+        return len(held)
+
     @property
     def paused_rules(self) -> dict[str, str]:
         with self._lock:

@@ -27,7 +27,7 @@ from monitors.reconcile.model import (
     Plan,
     ReconcileSettings,
 )
-from monitors.reconcile.plan import overdue, plan
+from monitors.reconcile.plan import overdue, override_plan, plan
 from pipeline.jobs import JobMessage, RunRef, format_timestamp, parse_timestamp
 from pipeline.repairs import mark_failed, release_holder
 from pipeline.status import JobStatus
@@ -242,10 +242,14 @@ def observed_summary(observation: Observation) -> dict[str, Any]:
     }
 
 
-def reconcile(reconciler: Reconciler, *, apply: bool) -> ReconcileReport:
-    """One pass: observe, plan, act (or only say what would be done), observe again when applied."""
+def reconcile(reconciler: Reconciler, *, apply: bool, release: Sequence[str] = ()) -> ReconcileReport:
+    """One pass: observe, plan, act (or only say what would be done), observe again when applied.
+
+    `release` names holders for the operator's override instead of the plan: only those are
+    released (conditionally, audited), whatever the implausible-drift guard would say.
+    """
     observed = reconciler.observe()
-    decided = plan(observed)
+    decided = override_plan(observed, release) if release else plan(observed)
     applied = reconciler.act(decided.actions, apply=apply)
     after = reconciler.observe() if apply and decided.actions else (observed if apply else None)
     report = ReconcileReport(observed, decided, applied, after, apply)

@@ -117,6 +117,7 @@ class FindingKind(StrEnum):
     UNANNOUNCED_RUN = "unannounced_run"
     IMPLAUSIBLE_DRIFT = "implausible_drift"
     REPAIRS_CAPPED = "repairs_capped"
+    OVERRIDE_REFUSED = "override_refused"  # `--release NAME` named a holder it may not release
 
 
 class ActionKind(StrEnum):

@@ -14,8 +14,11 @@ The rules, in the order their actions are applied:
 - slot_without_execution: a holder with no execution, older than the grace -> release it; its run,
   if still IN_PROGRESS with no execution, is announced again so that the router starts it (no file
   is lost). Younger than the grace: nothing (a router may be between admission and start).
-- implausible_drift: more releases at once than a share of the max -> release nothing: a wrong
-  state machine ARN or a missing permission also reads as "nothing runs". Suspect the observer.
+- implausible_drift: more releases resting on absence ("no execution of its name") than a share of
+  the max at once, or a RUNNING listing that missed executions DescribeExecution found running ->
+  release none of those: a wrong state machine ARN or a missing permission also reads as "nothing
+  runs". Suspect the observer. Releases backed by an execution that was described and has ended
+  are positive evidence and are never held back (a tracker outage leaks every slot that way).
 - orphan_execution: a running execution that holds no slot and started before the semaphore was
   read (started by hand, or redriven) -> reported, never stopped, never given a slot.
 - stuck_run: an active run whose execution has ended, or an IN_PROGRESS run with no execution
@@ -27,10 +30,15 @@ The rules, in the order their actions are applied:
   `max_announcements` times, then FAILED with the reason. A realtime run none of whose files'
   claims names it is a candidate that lost the claim race -> deleted.
 At most `max_repairs` actions a run; the rest wait for the next run (repairs_capped).
+
+`override_plan` is the operator's `--release NAME`: named holders released whatever the share,
+never one whose execution runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from monitors.reconcile.model import (
@@ -83,46 +91,22 @@ def plan(observation: Observation) -> Plan:
     held = {holder.name for holder in observation.holders}
     runs = {run.execution_name: run for run in observation.active_runs}
 
-    releases: list[Action] = []
-    follow_ups: list[Action] = []
+    evidenced: list[Decision] = []  # its execution was described and has ended
+    absent: list[Decision] = []  # no execution of its name was found
     for holder in observation.holders:
         if holder.name in running:
             continue
-        outcome = observation.described.get(holder.name)
-        if outcome is None or outcome.status is ExecutionStatus.RUNNING:
-            continue  # not described, or it started after the listing: nothing is wrong
-        run = runs.get(holder.name)
-        if outcome.exists and not _ended_before_grace(outcome, now, settings.grace_seconds):
-            continue  # just ended: its status event is on the way, and the tracker releases first
-        if outcome.exists:
-            status = outcome.status.value if outcome.status else "?"
-            findings.append(Finding(FindingKind.LEAKED_SLOT, holder.name, f"its execution ended {status}"))
-            releases.append(_release(holder, f"execution ended {status}"))
-            if run is not None and outcome.status is not None and outcome.status.is_failure:
-                follow_ups.append(_mark_from_outcome(run, outcome))
-        elif _age(now, holder.since) > settings.grace_seconds:
-            age = int(_age(now, holder.since))
-            findings.append(
-                Finding(FindingKind.SLOT_WITHOUT_EXECUTION, holder.name, f"held {age} s and no execution of its name exists")
-            )
-            releases.append(_release(holder, "no execution of its name exists"))
-            if run is not None and run.status is JobStatus.IN_PROGRESS:
-                follow_ups.append(_reannounce(run, "its router died before starting it"))
-            elif run is not None:
-                follow_ups.append(_mark_failed(run, STUCK_ERROR, f"{run.status.value} with a slot but no execution"))
+        decision = decide_holder(holder, observation, runs.get(holder.name), now=now, grace=settings.grace_seconds)
+        if decision is not None:
+            (evidenced if decision.evidenced else absent).append(decision)
 
-    limit = max(1, int(settings.implausible_share * settings.max_slots))
-    if len(releases) > limit:
-        findings.append(
-            Finding(
-                FindingKind.IMPLAUSIBLE_DRIFT,
-                "semaphore",
-                f"{len(releases)} holder(s) would be released at once (more than {limit} of {settings.max_slots}): "
-                "check the state machine ARN and the reconciler's permissions before trusting it",
-            )
-        )
-    else:
-        actions += releases + follow_ups
+    refusal = absence_refusal(observation, len(absent))
+    released = evidenced if refusal is not None else evidenced + absent
+    findings += [decision.finding for decision in evidenced + absent]
+    if refusal is not None:
+        findings.append(refusal)
+    actions += [decision.release for decision in released]
+    actions += [decision.follow_up for decision in released if decision.follow_up is not None]
 
     for execution in observation.running:
         if execution.name not in held and execution.started_at < observation.semaphore_read_at:
@@ -159,6 +143,139 @@ def plan(observation: Observation) -> Plan:
         )
         actions = actions[: settings.max_repairs]
     return Plan(tuple(findings), tuple(actions))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one holder that no listed execution backs."""
+
+    finding: Finding
+    release: Action
+    follow_up: Action | None
+    # True: DescribeExecution found its execution and it has ended (positive evidence). False: no
+    # execution of its name was found, which a wrong ARN or a missing permission also produces.
+    evidenced: bool
+
+
+def decide_holder(
+    holder: Holder, observation: Observation, run: ActiveRun | None, *, now: datetime, grace: float
+) -> Decision | None:
+    """Release a holder whose execution ended (past the grace: the tracker acts first), or that has
+    held its slot past the grace with no execution of its name; None while it may still be fine."""
+    outcome = observation.described.get(holder.name)
+    if outcome is None or outcome.status is ExecutionStatus.RUNNING:
+        return None  # not described, or it started after the listing: nothing is wrong
+    if outcome.exists:
+        if not _ended_before_grace(outcome, now, grace):
+            return None  # just ended: its status event is on the way, and the tracker releases first
+        status = outcome.status.value if outcome.status else "?"
+        failed = run is not None and outcome.status is not None and outcome.status.is_failure
+        return Decision(
+            Finding(FindingKind.LEAKED_SLOT, holder.name, f"its execution ended {status}"),
+            _release(holder, f"execution ended {status}"),
+            _mark_from_outcome(run, outcome) if failed and run is not None else None,
+            evidenced=True,
+        )
+    if _age(now, holder.since) <= grace:
+        return None  # a router may be between admission and StartExecution
+    follow_up: Action | None = None
+    if run is not None and run.status is JobStatus.IN_PROGRESS:
+        follow_up = _reannounce(run, "its router died before starting it")
+    elif run is not None:
+        follow_up = _mark_failed(run, STUCK_ERROR, f"{run.status.value} with a slot but no execution")
+    return Decision(
+        Finding(
+            FindingKind.SLOT_WITHOUT_EXECUTION,
+            holder.name,
+            f"held {int(_age(now, holder.since))} s and no execution of its name exists",
+        ),
+        _release(holder, "no execution of its name exists"),
+        follow_up,
+        evidenced=False,
+    )
+
+
+def absence_refusal(observation: Observation, absent: int) -> Finding | None:
+    """Suspect the observer, not the world, before releasing on absence.
+
+    "No execution of that name" is also what a wrong state machine ARN or a missing
+    states:DescribeExecution permission reads as. Releases backed by an execution that was described
+    and has ended need no such guard. Absence is trusted only for up to a share of the max at once,
+    and only while the listing agrees with the describes.
+    """
+    if not absent:
+        return None
+    settings = observation.settings
+    missed = listing_missed(observation)
+    if missed:
+        return Finding(
+            FindingKind.IMPLAUSIBLE_DRIFT,
+            "semaphore",
+            f"the RUNNING listing missed {len(missed)} execution(s) that DescribeExecution found running "
+            f"({', '.join(missed[:3])}): {absent} holder(s) with no execution found are kept until the two agree",
+        )
+    limit = max(1, int(settings.implausible_share * settings.max_slots))
+    if absent <= limit:
+        return None
+    return Finding(
+        FindingKind.IMPLAUSIBLE_DRIFT,
+        "semaphore",
+        f"{absent} holder(s) with no execution found would be released at once (more than {limit} of "
+        f"{settings.max_slots}): check the state machine ARN and the reconciler's permissions; "
+        "`pipeops reconcile --apply --release NAME` releases named holders",
+    )
+
+
+def listing_missed(observation: Observation) -> list[str]:
+    """Executions described RUNNING that started well before the listing and were not in it.
+
+    ListExecutions is eventually consistent, so a just-started execution may be missing; one that
+    started more than the grace before the semaphore read and is still missing means the listing
+    cannot be trusted.
+    """
+    listed = {execution.name for execution in observation.running}
+    now = observation.semaphore_read_at
+    return sorted(
+        name
+        for name, outcome in observation.described.items()
+        if outcome.status is ExecutionStatus.RUNNING
+        and name not in listed
+        and outcome.started_at is not None
+        and _age(now, outcome.started_at) > observation.settings.grace_seconds
+    )
+
+
+def override_plan(observation: Observation, names: Sequence[str]) -> Plan:
+    """The operator's override (`--release NAME`): release named holders now, whatever the share.
+
+    Still refused for a holder whose execution is running (the cap would break) and for a name that
+    holds no slot; every release stays conditional on the acquire time observed, and is audited.
+    The grace and the absence guard are the operator's call: their runs are followed up as usual.
+    """
+    held = {holder.name: holder for holder in observation.holders}
+    running = {execution.name for execution in observation.running}
+    runs = {run.execution_name: run for run in observation.active_runs}
+    findings: list[Finding] = []
+    releases: list[Action] = []
+    follow_ups: list[Action] = []
+    for name in dict.fromkeys(names):
+        holder = held.get(name)
+        outcome = observation.described.get(name)
+        if holder is None:
+            findings.append(Finding(FindingKind.OVERRIDE_REFUSED, name, "holds no slot"))
+            continue
+        if name in running or (outcome is not None and outcome.status is ExecutionStatus.RUNNING):
+            findings.append(Finding(FindingKind.OVERRIDE_REFUSED, name, "its execution is running: releasing it would break the cap"))
+            continue
+        decision = decide_holder(holder, observation, runs.get(name), now=observation.semaphore_read_at, grace=-1.0)
+        if decision is None:
+            findings.append(Finding(FindingKind.OVERRIDE_REFUSED, name, "its execution was not described"))
+            continue
+        findings.append(decision.finding)
+        releases.append(replace(decision.release, reason=f"operator override: {decision.release.reason}"))
+        if decision.follow_up is not None:
+            follow_ups.append(decision.follow_up)
+    return Plan(tuple(findings), tuple(releases + follow_ups))
 
 
 def overdue(run: ActiveRun, now: datetime, grace: float) -> bool:

@@ -398,3 +398,96 @@ def test_an_execution_started_by_hand_is_reported_and_never_stopped(sandbox: Any
     assert sandbox.wait_until_idle(120)
     code, again = reconcile("--apply")
     assert code == 0 and again["findings"] == []
+
+
+# -- a tracker outage that leaks every slot -------------------------------------------------------
+
+
+def running_names(sandbox: Any) -> list[str]:
+    pages = sandbox.client("stepfunctions").get_paginator("list_executions").paginate(
+        stateMachineArn=sandbox.outputs["StateMachineArn"], statusFilter="RUNNING"
+    )
+    return [execution["name"] for page in pages for execution in page["executions"]]
+
+
+def wrong_state_machine(sandbox: Any) -> str:
+    """Another state machine of the account: what a reconciler given the wrong ARN lists and describes."""
+    role = sandbox.client("iam").create_role(RoleName="elsewhere", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+    made = sandbox.client("stepfunctions").create_state_machine(name="elsewhere", definition=json.dumps(definition), roleArn=role)
+    return str(made["stateMachineArn"])
+
+
+@pytest.mark.parametrize("max_slots", [2, 10])
+def test_a_tracker_outage_that_leaks_every_slot_heals_by_itself(make_sandbox: Any, max_slots: int) -> None:
+    """The tracker's status events are lost to its DLQ while every slot's run ends: every slot
+    leaks and three runs wait QUEUED. Each leaked holder's execution is described and has ended
+    (positive evidence), so the scheduled reconciler releases them all, past the implausible-drift
+    guard; the waiting runs then complete and nothing ever runs above the max. A reconciler given
+    the wrong state machine sees "no execution" for every holder and still releases nothing."""
+    from dataclasses import replace
+
+    from monitors.reconcile.loop import reconcile as reconcile_pass
+    from pipeline.stores.executions import ExecutionsStore
+    from pipeops.reconcile import build
+    from pipeops.resources import StackResources
+
+    # The grace (a router's timeout + margin) shortened to what the sandbox's handlers can take.
+    sandbox = make_sandbox(MaxConcurrentWorkflows=str(max_slots), ReconcileGraceSeconds="40")
+    rule = sandbox.deployment.resources["WorkflowTrackerFunctionExecutionStatusChange"]
+    sandbox.bus.pause_rule(rule)
+    for index in range(max_slots):
+        put(sandbox, f"first-{index:02d}.txt")
+    wait_for(lambda: len(runs(sandbox)) == max_slots and all(r.status.is_terminal for r in runs(sandbox)), 300)
+    leaked = semaphore(sandbox).read()
+    assert len(leaked.holders) == leaked.active_count == max_slots and running_names(sandbox) == []
+    for index in range(3):
+        put(sandbox, f"waiting-{index}.txt")
+    lost = sandbox.bus.expire_held(rule)  # the outage ends; what it held went to the tracker's DLQ
+    assert lost >= max_slots
+    dlq = sandbox.client("sqs").get_queue_attributes(
+        QueueUrl=sandbox.outputs["TrackerDeadLetterQueueUrl"], AttributeNames=["ApproximateNumberOfMessages"]
+    )
+    assert int(dlq["Attributes"]["ApproximateNumberOfMessages"]) == lost
+
+    # The wrong state machine ARN: every holder reads as "no execution" -> release nothing.
+    resources = StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
+    blind = build(resources, sandbox.client, grace_seconds=0)
+    blind = replace(blind, executions=ExecutionsStore(sandbox.client("stepfunctions"), wrong_state_machine(sandbox)))
+    refused = reconcile_pass(blind, apply=True)
+    assert {f.kind.value for f in refused.plan.findings} == {"slot_without_execution", "implausible_drift"}
+    assert refused.applied == [] and len(semaphore(sandbox).read().holders) == max_slots
+
+    most_running = 0
+
+    def healed() -> bool:
+        nonlocal most_running
+        most_running = max(most_running, len(running_names(sandbox)))
+        assert most_running <= max_slots, f"{most_running} executions ran at once with a max of {max_slots}"
+        done = runs(sandbox)
+        return len(done) == max_slots + 3 and all(r.status.is_terminal for r in done) and not semaphore(sandbox).read().holders
+
+    wait_for(healed, 420)
+    released = [a for a in audits(sandbox) if a["action"]["S"] == "release_holder"]
+    assert len(released) == max_slots
+    assert all(a["by"]["S"].endswith(sandbox.outputs["ReconcilerFunctionName"]) for a in released)
+    assert all(r.status is JobStatus.COMPLETE for r in runs(sandbox))
+
+
+def test_the_operator_releases_named_holders_past_the_guard(make_sandbox: Any) -> None:
+    """`reconcile --release NAME`: the override for releases the guard holds back (dry run first)."""
+    sandbox = make_sandbox(ReconcileApply="false")  # the scheduled reconciler only reports
+    held = semaphore(sandbox)
+    for name in ("ghost-a", "ghost-b"):  # two routers that died after admission, long ago
+        assert held.acquire(name, "2026-01-01T00:00:00.000000Z", 10).value == "acquired"
+    code, dry = reconcile("--release", "ghost-a", "--release", "running-nowhere")
+    assert code == 1 and dry["applied"] is False
+    assert [(f["kind"], f["target"]) for f in dry["findings"]] == [
+        ("slot_without_execution", "ghost-a"), ("override_refused", "running-nowhere"),
+    ]
+    assert set(held.read().holders) == {"ghost-a", "ghost-b"}
+    code, applied = reconcile("--apply", "--release", "ghost-a")
+    assert [(a["kind"], a["target"], a["result"]) for a in applied["actions"]] == [("release_holder", "ghost-a", "applied")]
+    assert set(held.read().holders) == {"ghost-b"}
+    [audit] = audits(sandbox)
+    assert audit["target"]["S"] == "ghost-a" and audit["reason"]["S"].startswith("operator override")

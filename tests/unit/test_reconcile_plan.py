@@ -13,7 +13,7 @@ from monitors.reconcile.model import (
     Observation,
     ReconcileSettings,
 )
-from monitors.reconcile.plan import plan
+from monitors.reconcile.plan import override_plan, plan
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.executions import ExecutionOutcome, RunningExecution
 
@@ -138,6 +138,95 @@ def test_releasing_most_slots_at_once_suspects_the_observer_and_releases_nothing
     assert plan(blind).actions == ()
 
 
+def tracker_outage(max_slots: int) -> Observation:
+    """Every slot's run ended while the tracker's status events went to its DLQ: all slots leaked."""
+    names = [f"r{i}" for i in range(max_slots)]
+    outcomes = [ExecutionStatus.FAILED if i % 2 else ExecutionStatus.SUCCEEDED for i in range(max_slots)]
+    return replace(
+        HEALTHY,
+        active_count=max_slots,
+        holders=tuple(Holder(n, stamp(LONG_AGO)) for n in names),
+        running=(),
+        described={
+            n: replace(ended(n, status, "States.TaskFailed" if status.is_failure else None), stopped_at=LONG_AGO)
+            for n, status in zip(names, outcomes, strict=True)
+        },
+        active_runs=tuple(run(n) for n in names),
+        settings=ReconcileSettings(max_slots=max_slots, grace_seconds=120),
+    )
+
+
+def test_every_slot_leaked_by_ended_executions_is_released_whatever_the_share() -> None:
+    """Positive evidence (each execution described, its end known) is not the observer's blind spot."""
+    for max_slots in (2, 10):
+        leaked = tracker_outage(max_slots)
+        assert kinds(leaked) == ["leaked_slot"] * max_slots
+        released = [target for kind, target in actions(leaked) if kind == "release_holder"]
+        assert released == [f"r{i}" for i in range(max_slots)]
+        marked = [a for a in plan(leaked).actions if a.kind is ActionKind.MARK_RUN_FAILED]
+        assert len(marked) == max_slots // 2  # the failed ones; a succeeded run is the workflow's to finish
+
+
+def test_absence_is_held_back_while_ended_executions_are_released() -> None:
+    names = [f"x{i}" for i in range(6)]
+    mixed = replace(
+        HEALTHY,
+        active_count=7,
+        holders=(*(Holder(n, stamp(LONG_AGO)) for n in names), Holder("done", stamp(LONG_AGO))),
+        running=(),
+        described={**{n: ended(n, None) for n in names}, "done": replace(ended("done", ExecutionStatus.SUCCEEDED), stopped_at=LONG_AGO)},
+        active_runs=(),
+    )
+    [refusal] = [f for f in plan(mixed).findings if f.kind is FindingKind.IMPLAUSIBLE_DRIFT]
+    assert "6 holder(s) with no execution found" in refusal.reason and "--release" in refusal.reason
+    assert actions(mixed) == [("release_holder", "done")]
+
+
+def test_a_listing_that_misses_long_running_executions_holds_back_every_release_on_absence() -> None:
+    """One holder without an execution is under the share, but the listing is visibly blind."""
+    blind = replace(
+        HEALTHY,
+        running=(),
+        described={
+            "a": replace(ended("a", ExecutionStatus.RUNNING), started_at=LONG_AGO),
+            "b": ended("b", None),
+        },
+        active_runs=(),
+    )
+    [refusal] = [f for f in plan(blind).findings if f.kind is FindingKind.IMPLAUSIBLE_DRIFT]
+    assert "missed 1 execution(s)" in refusal.reason and "(a)" in refusal.reason
+    assert plan(blind).actions == ()
+    # Listed late only because it just started: ListExecutions is eventually consistent, nothing is held.
+    fresh = replace(blind, described={**blind.described, "a": replace(ended("a", ExecutionStatus.RUNNING), started_at=JUST_NOW)})
+    assert actions(fresh) == [("release_holder", "b")]
+
+
+def test_the_operators_override_releases_named_holders_past_the_guard() -> None:
+    names = [f"x{i}" for i in range(6)]
+    blind = replace(
+        HEALTHY,
+        active_count=8,
+        holders=(*(Holder(n, stamp(LONG_AGO)) for n in names), *HEALTHY.holders),
+        described={n: ended(n, None) for n in names},
+        active_runs=(run("x0", JobStatus.IN_PROGRESS), *HEALTHY.active_runs),
+    )
+    assert plan(blind).actions == ()
+    overridden = override_plan(blind, ["x0", "x1", "x1"])
+    assert [(a.kind.value, a.target) for a in overridden.actions] == [
+        ("release_holder", "x0"), ("release_holder", "x1"), ("reannounce_run", f"x0/@{stamp(LONG_AGO)}"),
+    ]
+    assert all(a.reason.startswith("operator override") for a in overridden.actions if a.kind is ActionKind.RELEASE_HOLDER)
+    assert overridden.actions[0].expected == {"acquired_at": stamp(LONG_AGO)}
+
+
+def test_the_override_never_releases_a_running_execution_nor_a_name_that_holds_nothing() -> None:
+    refused = override_plan(HEALTHY, ["a", "nobody"])
+    assert refused.actions == ()
+    assert [(f.kind, f.target) for f in refused.findings] == [
+        (FindingKind.OVERRIDE_REFUSED, "a"), (FindingKind.OVERRIDE_REFUSED, "nobody"),
+    ]
+
+
 def test_the_stall_signature_is_repaired_even_when_implausible() -> None:
     """A count of the max with no holder comes from one consistent read: no guard applies."""
     stall = replace(HEALTHY, active_count=10, holders=(), running=(), active_runs=())
@@ -250,6 +339,6 @@ def test_each_finding_kind_is_covered_by_a_case_here() -> None:
     covered = {
         FindingKind.COUNT_MISMATCH, FindingKind.LEAKED_SLOT, FindingKind.SLOT_WITHOUT_EXECUTION,
         FindingKind.IMPLAUSIBLE_DRIFT, FindingKind.ORPHAN_EXECUTION, FindingKind.STUCK_RUN, FindingKind.REPAIRS_CAPPED,
-        FindingKind.UNANNOUNCED_RUN,
+        FindingKind.UNANNOUNCED_RUN, FindingKind.OVERRIDE_REFUSED,
     }
     assert covered == set(FindingKind)
