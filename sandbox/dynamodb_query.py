@@ -12,14 +12,18 @@ it would keep:
 - a table Query gets the items stored under its hash key (moto's own dict, always current);
 - an index Query gets its partition from a per-table cache of the index's items grouped by the
   index's hash-key values, holding only items with every key attribute of the index (the ones moto
-  keeps), each group pre-sorted in moto's order (moto sorts it again, in linear time).
-The cache is rebuilt lazily at the next index Query after any write: moto adds and removes items
-only in `Table.put_item` / `Table.delete_item` (every API path: PutItem, BatchWriteItem,
-transactions, PartiQL, UpdateItem of a new item), which invalidate that table's cache; UpdateItem
+  keeps), each group kept in moto's order (moto sorts it again, in linear time).
+The cache is built at the table's first index Query (one walk of the table) and from then on kept
+up to date per write: the item a write touched is taken out of the partitions it sat in and placed
+where its attributes now put it (bisected into its group's order), so a write costs a few list
+operations and a Query after it costs what it did before it (issue 19: with 100,000 records every
+write anywhere used to drop every cache, and the next Query walked the whole table again). moto adds
+and removes items only in `Table.put_item` / `Table.delete_item` (every API path: PutItem,
+BatchWriteItem, transactions and their rollback here, PartiQL, UpdateItem of a new item); UpdateItem
 changes an item in place through `UpdateExpressionExecutor.execute` or
-`Item.update_with_attribute_updates`, which do not know the table, so they invalidate every cache.
-A transaction's rollback puts back a copy of the table (a new object, with no cache). moto does not
-expire items by TTL, so that is no write path.
+`Item.update_with_attribute_updates`, which know only the item: the cache that placed it is found by
+the item's identity and checked against its table. moto does not expire items by TTL, so that is no
+write path.
 
 Counted installs (`sandbox.patches`); install after anything whose patches this stacks on and
 uninstall before it (last on, first off). A wrapper left in place by a patch stacked on top of it
@@ -29,6 +33,7 @@ with moto's own walk of the table (the differential test's and the benchmark's r
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import inspect
@@ -42,21 +47,21 @@ from typing import Any
 from sandbox.patches import CountedPatches, Patch
 
 _walk = threading.local()
-_in_place_updates = itertools.count()  # next() is atomic: bumped by every in-place item update
-_update_epoch = 0
 
 
 @dataclass
 class QueryStats:
     """What the seam did, for tests and the benchmark: items handed to moto's query logic, index
-    caches built, Queries answered from a partition (vs. left to moto's walk of the table)."""
+    caches built (one walk of the table each), item writes that kept a built cache up to date,
+    Queries answered from a partition (vs. left to moto's walk of the table)."""
 
     handed: int = 0
     builds: int = 0
+    kept: int = 0
     partition_queries: int = 0
 
     def reset(self) -> None:
-        self.handed = self.builds = self.partition_queries = 0
+        self.handed = self.builds = self.kept = self.partition_queries = 0
 
 
 STATS = QueryStats()
@@ -70,21 +75,6 @@ def index_keys(schema: Sequence[Mapping[str, str]]) -> tuple[tuple[str, ...], tu
     hashes = tuple(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
     ranges = tuple(k["AttributeName"] for k in schema if k["KeyType"] == "RANGE")
     return hashes, ranges
-
-
-def group_by_partition(
-    items: Iterable[Any], hash_names: Sequence[str], range_names: Sequence[str]
-) -> dict[tuple[Hashable, ...], list[Any]]:
-    """Items grouped by their values of `hash_names`, keeping only items with a (truthy) value for
-    every hash and range name: exactly the items moto's indexed Query can keep."""
-    groups: dict[tuple[Hashable, ...], list[Any]] = {}
-    for item in items:
-        attrs = item.attrs
-        key = tuple(attrs.get(name) for name in hash_names)
-        if not all(key) or not all(attrs.get(name) for name in range_names):
-            continue
-        groups.setdefault(key, []).append(item)
-    return groups
 
 
 def partition_key(
@@ -158,41 +148,154 @@ def page_window(
 # --------------------------------------------------------------------------- per-table cache
 
 
-class _IndexCache:
-    """One table's index partitions, valid for one (writes, in-place update epoch) stamp."""
+SortKey = tuple[Any, ...] | None  # an item's place in moto's order (plain values), None when it has none
+PrimaryKey = tuple[Any, Any]  # (hash DynamoType, range DynamoType or None): a stored item's identity
+
+
+class _Group:
+    """One index partition: its items in moto's order (by `keys`, snapshots of each item's sort
+    attributes taken when it was placed), or in no order once an item could not be placed by key."""
+
+    __slots__ = ("items", "keys", "ordered")
 
     def __init__(self) -> None:
-        self.writes = 0
-        self._stamp: tuple[int, int] | None = None
-        self._indexes: dict[str, tuple[Hashable, dict[tuple[Hashable, ...], list[Any]], set[Any]]] = {}
-        self._lock = threading.Lock()
+        self.items: list[Any] = []
+        self.keys: list[SortKey] = []
+        self.ordered = True
+
+    def add(self, item: Any, key: SortKey) -> None:
+        if self.ordered and key is not None:
+            try:
+                at = bisect.bisect_right(self.keys, key)
+            except TypeError:  # mixed types: moto's own sort fails the same way, worded by moto
+                self.ordered = False
+            else:
+                self.keys.insert(at, key)
+                self.items.insert(at, item)
+                return
+        self.ordered = False
+        self.keys.append(key)
+        self.items.append(item)
+
+    def remove(self, item: Any, key: SortKey) -> None:
+        start = 0
+        if self.ordered and key is not None:
+            with contextlib.suppress(TypeError):
+                start = bisect.bisect_left(self.keys, key)
+        for at in itertools.chain(range(start, len(self.items)), range(start)):
+            if self.items[at] is item:
+                del self.items[at]
+                del self.keys[at]
+                return
+
+
+class _Index:
+    """One index's partitions of one table, and where each stored item sits in them."""
+
+    def __init__(self, spec: tuple[tuple[str, ...], tuple[str, ...]], sort_attributes: Sequence[str]) -> None:
+        self.spec = spec
+        self.sort_attributes = tuple(sort_attributes)
+        self.groups: dict[tuple[Hashable, ...], _Group] = {}
+        self.placed: dict[PrimaryKey, tuple[tuple[Hashable, ...], SortKey]] = {}
+
+    def place(self, pk: PrimaryKey, item: Any) -> None:
+        hash_names, range_names = self.spec
+        group_key = partition_of(item.attrs, hash_names, range_names)
+        if group_key is None:
+            return
+        key = sort_snapshot(item.attrs, self.sort_attributes)
+        group = self.groups.get(group_key)
+        if group is None:
+            group = self.groups[group_key] = _Group()
+        group.add(item, key)
+        self.placed[pk] = (group_key, key)
+
+    def unplace(self, pk: PrimaryKey, item: Any) -> None:
+        where = self.placed.pop(pk, None)
+        if where is not None:
+            group = self.groups[where[0]]
+            group.remove(item, where[1])
+            if not group.items:
+                del self.groups[where[0]]
+
+
+class _IndexCache:
+    """One table's index partitions, built at the table's first index Query and from then on kept
+    up to date by every write of an item (placed again where its new attributes put it)."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = weakref.ref(table)
+        self._indexes: dict[str, _Index] = {}
+        self._members: dict[PrimaryKey, Any] = {}  # every stored item, once an index is built
+        self._lock = threading.RLock()
 
     def partition(self, table: Any, index: Any, key: tuple[Hashable, ...]) -> tuple[list[Any], bool]:
-        """The index partition `key` and whether it is in moto's order."""
-        stamp = (self.writes, _update_epoch)  # read before building: a write meanwhile forces a rebuild
-        hash_names, range_names = index_keys(index.schema)
+        """The index partition `key` (a copy) and whether it is in moto's order."""
+        spec = index_keys(index.schema)
         with self._lock:
-            if stamp != self._stamp:
-                self._indexes.clear()
-                self._stamp = stamp
-            entry = self._indexes.get(index.name)
-            if entry is None or entry[0] != (hash_names, range_names):
-                groups = group_by_partition(_stored_items(table), hash_names, range_names)
-                entry = self._indexes[index.name] = ((hash_names, range_names), groups, set())
-                STATS.builds += 1
-            _, groups, sorted_keys = entry
-            items = groups.get(key, [])
-            if key not in sorted_keys and len(items) > 1:
-                # moto's order, so that moto's own sort of the partition is a linear pass; where
-                # that sort fails, moto's fails the same way, worded by moto
-                with contextlib.suppress(KeyError, TypeError):
-                    items.sort(key=_sort_key(table._generate_attr_to_sort_by(*moto_key_attributes(table, index))))
-                    sorted_keys.add(key)
-            return items, len(items) < 2 or key in sorted_keys
+            built = self._indexes.get(index.name)
+            if built is None or built.spec != spec:
+                built = self._build(table, index, spec)
+            group = built.groups.get(tuple(_plain(value) for value in key))
+            if group is None:
+                return [], True
+            return list(group.items), group.ordered
+
+    def _build(self, table: Any, index: Any, spec: tuple[tuple[str, ...], tuple[str, ...]]) -> _Index:
+        sort_attributes = table._generate_attr_to_sort_by(*moto_key_attributes(table, index))
+        built = _Index(spec, sort_attributes)
+        if not self._indexes:
+            self._members = {(item.hash_key, item.range_key): item for item in _stored_items(table)}
+            for pk, item in self._members.items():
+                _OWNERS[id(item)] = (self, pk)
+        for pk, item in self._members.items():
+            built.place(pk, item)
+        self._indexes[index.name] = built
+        STATS.builds += 1
+        return built
+
+    def written(self, pk: PrimaryKey) -> None:
+        """The item stored under `pk` was put, replaced, deleted or changed: place it again."""
+        table = self._table()
+        if table is None:
+            return
+        with self._lock:
+            if not self._indexes:
+                return
+            old = self._members.pop(pk, None)
+            if old is not None:
+                _OWNERS.pop(id(old), None)
+                for built in self._indexes.values():
+                    built.unplace(pk, old)
+            current = _stored(table, pk)
+            if current is not None:
+                self._members[pk] = current
+                _OWNERS[id(current)] = (self, pk)
+                for built in self._indexes.values():
+                    built.place(pk, current)
+            STATS.kept += 1
 
 
-def _sort_key(attributes: list[str]) -> Callable[[Any], tuple[Any, ...]]:
-    return lambda item: tuple(item.attrs[name] for name in attributes)
+def partition_of(attrs: Mapping[str, Any], hash_names: Sequence[str], range_names: Sequence[str]) -> tuple[Hashable, ...] | None:
+    """The partition an item with `attrs` sits in (plain values), or None when moto's indexed Query
+    would not keep it (a hash or range attribute missing or empty)."""
+    values = [attrs.get(name) for name in hash_names]
+    if not all(values) or not all(attrs.get(name) for name in range_names):
+        return None
+    return tuple(_plain(value) for value in values)
+
+
+def sort_snapshot(attrs: Mapping[str, Any], names: Sequence[str]) -> SortKey:
+    """An item's place in moto's order of a partition, as plain values (moto compares the attributes'
+    `cast_value`s), or None when it lacks one of them."""
+    try:
+        return tuple(attrs[name].cast_value for name in names)
+    except (KeyError, AttributeError, TypeError):
+        return None
+
+
+def _plain(value: Any) -> Hashable:
+    return (value.type, value.cast_value)
 
 
 def _stored_items(table: Any) -> Iterator[Any]:
@@ -203,8 +306,18 @@ def _stored_items(table: Any) -> Iterator[Any]:
             yield stored
 
 
+def _stored(table: Any, pk: PrimaryKey) -> Any:
+    if table.range_key_attr:
+        stored = table.items.get(pk[0])
+        return None if stored is None else stored.get(pk[1])
+    return table.items.get(pk[0])
+
+
 _caches: dict[int, tuple[weakref.ref[Any], _IndexCache]] = {}
 _CACHES_LOCK = threading.Lock()
+# id(stored item) -> the cache that placed it and its primary key: how an in-place update, which
+# knows only the item, finds its table's cache (checked against the table before use)
+_OWNERS: dict[int, tuple[_IndexCache, PrimaryKey]] = {}
 
 
 def _cache_of(table: Any, create: bool) -> _IndexCache | None:
@@ -215,20 +328,24 @@ def _cache_of(table: Any, create: bool) -> _IndexCache | None:
         return None
     with _CACHES_LOCK:
         key = id(table)
-        cache = _IndexCache()
+        cache = _IndexCache(table)
         _caches[key] = (weakref.ref(table, lambda _ref, key=key: _caches.pop(key, None)), cache)
         return cache
 
 
-def _table_written(table: Any) -> None:
+def _table_written(table: Any, pk: PrimaryKey | None) -> None:
     cache = _cache_of(table, create=False)
-    if cache is not None:
-        cache.writes += 1
+    if cache is not None and pk is not None:
+        cache.written(pk)
 
 
-def _item_updated() -> None:
-    global _update_epoch
-    _update_epoch = next(_in_place_updates) + 1
+def _item_updated(item: Any) -> None:
+    owner = _OWNERS.get(id(item))
+    if owner is not None:
+        cache, pk = owner
+        table = cache._table()
+        if table is not None and _stored(table, pk) is item:
+            cache.written(pk)
 
 
 # --------------------------------------------------------------------------- the query seam
@@ -346,28 +463,42 @@ def _query(original: Callable[..., Any]) -> Callable[..., Any]:
     return query
 
 
-def _item_write(original: Callable[..., Any]) -> Callable[..., Any]:
+def _item_put(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _table_written(self)
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            _table_written(self)
+    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stored = original(self, *args, **kwargs)  # raises before storing anything, or stores `stored`
+        if _PATCHES.count and stored is not None:
+            _table_written(self, (stored.hash_key, stored.range_key))
+        return stored
 
-    return write
+    return put_item
 
 
-def _in_place_update(original: Callable[..., Any]) -> Callable[..., Any]:
+def _item_delete(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def update(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _item_updated()
+    def delete_item(self: Any, hash_key: Any, range_key: Any = None, *args: Any, **kwargs: Any) -> Any:
         try:
-            return original(self, *args, **kwargs)
+            return original(self, hash_key, range_key, *args, **kwargs)
         finally:
-            _item_updated()
+            if _PATCHES.count:
+                _table_written(self, (hash_key, range_key))
 
-    return update
+    return delete_item
+
+
+def _in_place_update(item_of: Callable[[Any], Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def update(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(self, *args, **kwargs)
+            finally:  # also after a partial update that raised: place the item as it now is
+                if _PATCHES.count:
+                    _item_updated(item_of(self))
+
+        return update
+
+    return wrap
 
 
 @contextlib.contextmanager
@@ -392,16 +523,17 @@ def _patches() -> list[Patch]:
 
     return [
         Patch(Table, "query", _query),
-        Patch(Table, "put_item", _item_write),
-        Patch(Table, "delete_item", _item_write),
-        Patch(UpdateExpressionExecutor, "execute", _in_place_update),
-        Patch(Item, "update_with_attribute_updates", _in_place_update),
+        Patch(Table, "put_item", _item_put),
+        Patch(Table, "delete_item", _item_delete),
+        Patch(UpdateExpressionExecutor, "execute", _in_place_update(lambda executor: executor.item)),
+        Patch(Item, "update_with_attribute_updates", _in_place_update(lambda item: item)),
     ]
 
 
 def _drop_caches() -> None:
     with _CACHES_LOCK:
         _caches.clear()
+        _OWNERS.clear()
 
 
 _PATCHES = CountedPatches(_patches, marker="__pipeops_seam__", after_uninstall=_drop_caches)

@@ -237,7 +237,8 @@ def test_an_index_query_is_handed_only_its_partition(ddb: Any) -> None:
 
     ddb.update_item(TableName=table, Key=key("a", 1), UpdateExpression="SET gh = :y", ExpressionAttributeValues={":y": {"S": "y"}})
     third = ddb.query(**params)
-    assert (third["Count"], STATS.handed, STATS.builds) == (11, 31, 2)  # an in-place update invalidates
+    # an in-place update moves the item into its new partition: the cache is kept, not built again
+    assert (third["Count"], STATS.handed, STATS.builds, STATS.kept > 0) == (11, 31, 1, True)
 
     with moto_walk():
         STATS.reset()
@@ -295,3 +296,24 @@ def test_moto_seams_installs_it(aws_env: None) -> None:
     finally:
         moto_seams.uninstall()
     assert not dynamodb_query.installed()
+
+
+def test_writes_keep_a_built_cache_without_walking_the_table_again(ddb: Any) -> None:
+    table = create_table(ddb)
+    for n in range(50):
+        ddb.put_item(TableName=table, Item=item("a", n, {"gh": "x", "gr": str(n % 3 + 1)}))
+    params = request(table, {"index": "by-g", "hash": "x", "forward": True, "limit": None, "range": None,
+                             "filter": False, "count": False})
+    ddb.query(**params)
+    STATS.reset()
+    ddb.put_item(TableName=table, Item=item("b", 1, {"gh": "x", "gr": "2"}))  # a new item
+    ddb.put_item(TableName=table, Item=item("a", 3, {"gh": "y", "gr": "1"}))  # replaced: moves partition
+    ddb.delete_item(TableName=table, Key=key("a", 4))
+    ddb.update_item(TableName=table, Key=key("a", 5), UpdateExpression="REMOVE gr")  # leaves the sparse index
+    ddb.update_item(TableName=table, Key=key("c", 9), UpdateExpression="SET gh = :x, gr = :r",
+                    ExpressionAttributeValues={":x": {"S": "x"}, ":r": {"S": "3"}})  # a new item, then updated
+    seamed = ddb.query(**params)["Items"]
+    assert STATS.builds == 0 and STATS.kept >= 5
+    with moto_walk():
+        assert seamed == ddb.query(**params)["Items"]
+    assert len(seamed) == 50 + 1 - 1 - 1 - 1 + 1
