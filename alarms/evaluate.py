@@ -48,13 +48,21 @@ What the documentation leaves open, and what this module does about it:
    (p >= 0.5) or 10/p samples (p < 0.5) among the evaluated ones keeps the current state.
 8. **Times.** Periods are aligned to the Unix epoch (CloudWatch aligns to the clock). Naive
    datetimes are taken as UTC.
+9. **``FILL(m, value)`` metric math** (the one expression evaluated here: an alarm whose
+   ``Metrics`` are one metric and ``FILL`` of it). FILL "fills the missing values of a time
+   series" over the queried range; a series with no datapoint in the range has nothing to fill
+   and stays empty (the behaviour reported for alarms on FILL over a silent metric). So: with at
+   least one real datapoint in the evaluation range, every period of the range has a value (the
+   fill where none was published) and TreatMissingData is never consulted; with none, the
+   alarm's TreatMissingData decides as for any alarm. Math alarms are not in the AWS/DynamoDB
+   namespace: CloudWatch's forced ``ignore`` does not apply to them.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -73,10 +81,13 @@ __all__ = [
     "TreatMissingData",
     "Verdict",
     "aggregate",
+    "cloudwatch_stamp",
     "evaluate",
     "evaluate_samples",
     "evaluation_window",
+    "math_metric",
     "minimum_samples",
+    "watched_metric",
 ]
 
 EXTRA_RANGE_PERIODS = 2
@@ -84,6 +95,7 @@ EXTRA_RANGE_PERIODS = 2
 
 STANDARD_STATISTICS = frozenset({"Sum", "Average", "Minimum", "Maximum", "SampleCount"})
 _PERCENTILE = re.compile(r"p(\d{1,3}(?:\.\d+)?)")
+_FILL = re.compile(r"\s*FILL\(\s*([a-z][A-Za-z0-9_]*)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)\s*")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _E = TypeVar("_E", bound=StrEnum)
 
@@ -200,6 +212,7 @@ class AlarmRule:
     comparison: Comparison
     treat_missing_data: TreatMissingData = TreatMissingData.MISSING
     evaluate_low_sample_count_percentile: LowSampleCountPercentile = LowSampleCountPercentile.EVALUATE
+    fill: float | None = None  # FILL(m, fill) metric math over the metric (module docstring, 9.)
 
     def __post_init__(self) -> None:
         # Coerce CloudWatch strings to enums so a typo fails here, not mid-evaluation.
@@ -231,14 +244,19 @@ class AlarmRule:
 
     @classmethod
     def from_put_metric_alarm(cls, props: Mapping[str, Any]) -> AlarmRule:
-        """Build from boto3 ``put_metric_alarm`` kwargs or a ``describe_alarms`` MetricAlarm."""
+        """Build from boto3 ``put_metric_alarm`` kwargs or a ``describe_alarms`` MetricAlarm
+        (a single metric, or ``Metrics`` holding one metric and ``FILL`` of it)."""
         name = props.get("AlarmName") or "<unnamed>"
+        fill: float | None = None
+        if props.get("Metrics"):
+            stat, fill = math_metric(props)
+            props = {**props, "Statistic": stat["Stat"], "Period": stat["Period"]}
+            if _percentile(stat["Stat"]) is not None:
+                props = {**props, "Statistic": None, "ExtendedStatistic": stat["Stat"]}
         statistic, extended = props.get("Statistic"), props.get("ExtendedStatistic")
         if statistic and extended:
             raise ValueError(f"alarm {name!r}: give Statistic or ExtendedStatistic, not both")
         if not (statistic or extended):
-            if props.get("Metrics"):
-                raise ValueError(f"alarm {name!r}: metric-math alarms (Metrics) are not supported")
             raise ValueError(f"alarm {name!r}: Statistic or ExtendedStatistic is required")
         required = ("AlarmName", "Period", "EvaluationPeriods", "Threshold", "ComparisonOperator")
         missing = [key for key in required if props.get(key) is None]
@@ -269,7 +287,43 @@ class AlarmRule:
                 props.get("EvaluateLowSampleCountPercentile") or "evaluate",
                 f"alarm {name!r}: EvaluateLowSampleCountPercentile",
             ),
+            fill=fill,
         )
+
+
+def math_metric(props: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+    """(the MetricStat, the fill value) of a metric-math alarm whose ``Metrics`` are one metric
+    and ``FILL(<its id>, <number>)`` returning data; ValueError for any other expression."""
+    name = props.get("AlarmName") or "<unnamed>"
+    queries = list(props.get("Metrics") or [])
+    stats = [query for query in queries if query.get("MetricStat")]
+    returned = [query for query in queries if query.get("ReturnData", True) and query.get("Expression")]
+    match = _FILL.fullmatch(returned[0]["Expression"]) if len(returned) == 1 else None
+    if len(queries) != 2 or len(stats) != 1 or match is None or match.group(1) != stats[0].get("Id"):
+        raise ValueError(
+            f"alarm {name!r}: metric-math alarms (Metrics) are supported only as one metric and "
+            "FILL(<its id>, <number>) returning data"
+        )
+    stat = dict(stats[0]["MetricStat"])
+    if stat.get("Period") is None or not stat.get("Stat"):
+        raise ValueError(f"alarm {name!r}: its MetricStat needs a Period and a Stat")
+    return stat, float(match.group(2))
+
+
+def watched_metric(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Namespace, MetricName, Dimensions (and Unit when set) of the metric an alarm watches,
+    whether it names the metric itself or through ``FILL`` metric math."""
+    if props.get("Metrics"):
+        stat, _fill = math_metric(props)
+        metric = stat.get("Metric", {})
+        found = {key: metric.get(key) for key in ("Namespace", "MetricName")}
+        found["Dimensions"] = list(metric.get("Dimensions") or [])
+        unit = stat.get("Unit")
+    else:
+        found = {key: props.get(key) for key in ("Namespace", "MetricName")}
+        found["Dimensions"] = list(props.get("Dimensions") or [])
+        unit = props.get("Unit")
+    return found | ({"Unit": unit} if unit else {})
 
 
 @dataclass(frozen=True)
@@ -408,13 +462,17 @@ def _aligned(points: Mapping[datetime, float], period_seconds: int, what: str) -
     return out
 
 
-def _stamp(point: Evaluated) -> str:
-    return f"{point.value!r} ({point.timestamp:%d/%m/%y %H:%M:%S})"
+Stamp = Callable[[datetime], str]
 
 
-def _datapoints_phrase(listed: list[Evaluated], evaluation_periods: int) -> str:
+def cloudwatch_stamp(moment: datetime) -> str:
+    """A period's start as CloudWatch's StateReason writes it: 15/01/24 10:30:00."""
+    return f"{_utc(moment):%d/%m/%y %H:%M:%S}"
+
+
+def _datapoints_phrase(listed: list[Evaluated], evaluation_periods: int, stamp: Stamp) -> str:
     """'1 datapoint [..] was' / '2 out of the last 3 datapoints [..] were'."""
-    shown = ", ".join(_stamp(point) for point in listed)
+    shown = ", ".join(f"{point.value!r} ({stamp(point.timestamp)})" for point in listed)
     verb = "was" if len(listed) == 1 else "were"
     if evaluation_periods == 1:
         return f"{len(listed)} datapoint [{shown}] {verb}"
@@ -425,7 +483,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def _threshold_reason(rule: AlarmRule, evaluated: list[Evaluated], state: AlarmState) -> str:
+def _threshold_reason(rule: AlarmRule, evaluated: list[Evaluated], state: AlarmState, stamp: Stamp) -> str:
     """CloudWatch-style 'Threshold Crossed: ...' for a count-decided ALARM or OK."""
     alarming = state is AlarmState.ALARM
     decisive = [point for point in evaluated if point.breaching is alarming]
@@ -439,7 +497,7 @@ def _threshold_reason(rule: AlarmRule, evaluated: list[Evaluated], state: AlarmS
             f"Threshold Crossed: no datapoints were received for {_plural(filled, 'period')} and "
             f"{_plural(filled, 'missing datapoint')} {'was' if filled == 1 else 'were'} treated as [{treated}]."
         )
-    reason = f"Threshold Crossed: {_datapoints_phrase(real, rule.evaluation_periods)} {comparison}"
+    reason = f"Threshold Crossed: {_datapoints_phrase(real, rule.evaluation_periods, stamp)} {comparison}"
     if filled:
         reason += f" and {_plural(filled, 'missing datapoint')} {'was' if filled == 1 else 'were'} treated as [{treated}]"
     return reason + "."
@@ -457,12 +515,14 @@ def evaluate(
     *,
     sample_counts: Mapping[datetime, float] | None = None,
     range_periods: int | None = None,
+    stamp: Stamp = cloudwatch_stamp,
 ) -> Verdict:
     """The state CloudWatch would give ``rule`` at ``now`` over per-period ``datapoints``.
 
     ``datapoints`` maps a period (any moment inside it) to its statistic value; absent periods
     are missing. ``sample_counts`` (per period) is only needed for the low-sample percentile
-    check; without it that check is skipped. See the module docstring for the semantics.
+    check; without it that check is skipped. ``stamp`` writes a period's start in the reason
+    (a time-scaled sandbox shows the wall-clock time too). See the module docstring.
     """
     previous = AlarmState(previous)
     n = rule.evaluation_periods
@@ -470,6 +530,8 @@ def evaluate(
     start, end = evaluation_window(rule, now, range_periods=range_periods)
     slots = [end - period * (i + 1) for i in range((end - start) // period)]  # newest first
     values = _aligned(datapoints, rule.period_seconds, "datapoints")
+    if rule.fill is not None and any(t in values for t in slots):
+        values = {t: values.get(t, rule.fill) for t in slots}  # FILL: a value in every period
 
     real = [
         Evaluated(t, values[t], rule.comparison.breaches(values[t], rule.threshold))
@@ -487,7 +549,9 @@ def evaluate(
         gaps = [Evaluated(t, None, fill_as) for t in slots if t not in values][: n - len(real)]
         evaluated = sorted(real + gaps, key=lambda point: point.timestamp, reverse=True)
 
-    state, reason = _decide(rule, evaluated, real_count=len(real), range_count=len(slots), previous=previous)
+    state, reason = _decide(
+        rule, evaluated, real_count=len(real), range_count=len(slots), previous=previous, stamp=stamp
+    )
 
     if (
         sample_counts is not None
@@ -512,7 +576,13 @@ def evaluate(
 
 
 def _decide(
-    rule: AlarmRule, evaluated: list[Evaluated], *, real_count: int, range_count: int, previous: AlarmState
+    rule: AlarmRule,
+    evaluated: list[Evaluated],
+    *,
+    real_count: int,
+    range_count: int,
+    previous: AlarmState,
+    stamp: Stamp,
 ) -> tuple[AlarmState, str]:
     n, m = rule.evaluation_periods, rule.datapoints_to_alarm
     breaching = sum(1 for point in evaluated if point.breaching)
@@ -521,7 +591,7 @@ def _decide(
         TreatMissingData.NOT_BREACHING,
     ):
         state = AlarmState.ALARM if breaching >= m else AlarmState.OK
-        return state, _threshold_reason(rule, evaluated, state)
+        return state, _threshold_reason(rule, evaluated, state, stamp)
 
     # `missing` / `ignore` with fewer than N real datapoints: only real data can decide.
     ignore = rule.treat_missing_data is TreatMissingData.IGNORE
@@ -531,14 +601,14 @@ def _decide(
             return _retain(previous, f"Missing data ignored: {why}")
         return AlarmState.INSUFFICIENT_DATA, f"Insufficient Data: {why}."
     if breaching >= m:
-        return AlarmState.ALARM, _threshold_reason(rule, evaluated, AlarmState.ALARM)
+        return AlarmState.ALARM, _threshold_reason(rule, evaluated, AlarmState.ALARM, stamp)
     if any(point.breaching is False for point in evaluated):
-        return AlarmState.OK, _threshold_reason(rule, evaluated, AlarmState.OK)
+        return AlarmState.OK, _threshold_reason(rule, evaluated, AlarmState.OK, stamp)
 
     # Only breaching real datapoints, fewer than M: the premature-alarm rule decides.
     oldest = max(index for index, point in enumerate(evaluated, start=1) if point.breaching)
     real = [point for point in evaluated if point.value is not None]
-    seen = f"{_datapoints_phrase(real, n)} {rule.comparison.phrase} the threshold ({rule.threshold!r})"
+    seen = f"{_datapoints_phrase(real, n, stamp)} {rule.comparison.phrase} the threshold ({rule.threshold!r})"
     if oldest >= m:
         why = (
             f"Threshold Crossed: {seen} and every more recent period is breaching or missing "
@@ -560,10 +630,13 @@ def evaluate_samples(
     previous: AlarmState = AlarmState.INSUFFICIENT_DATA,
     *,
     range_periods: int | None = None,
+    stamp: Stamp = cloudwatch_stamp,
 ) -> Verdict:
     """Aggregate raw samples over the evaluation range, then ``evaluate``."""
     start, end = evaluation_window(rule, now, range_periods=range_periods)
     buckets = _buckets(samples, rule.period_seconds, start, end)
     datapoints = {moment: _statistic(rule.statistic, values) for moment, values in buckets.items()}
     counts = {moment: float(sum(count for _, count in values)) for moment, values in buckets.items()}
-    return evaluate(rule, datapoints, now, previous, sample_counts=counts, range_periods=range_periods)
+    return evaluate(
+        rule, datapoints, now, previous, sample_counts=counts, range_periods=range_periods, stamp=stamp
+    )

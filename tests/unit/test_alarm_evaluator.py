@@ -699,3 +699,67 @@ def test_history_before_the_evaluation_range_changes_nothing(
     older = data.draw(patterns(3))
     alarm = rule(n, m, treat)
     assert state_of(f"{older} {recent}", alarm, previous) == state_of(recent, alarm, previous)
+
+
+# --- FILL(m, value) metric math -------------------------------------------------------------
+
+FILLED_THROTTLES = {
+    "AlarmName": "throttles",
+    "Metrics": [
+        {
+            "Id": "m",
+            "MetricStat": {
+                "Metric": {"Namespace": "AWS/DynamoDB", "MetricName": "WriteThrottleEvents", "Dimensions": [{"Name": "TableName", "Value": "t"}]},
+                "Period": 60,
+                "Stat": "Sum",
+            },
+            "ReturnData": False,
+        },
+        {"Id": "filled", "Expression": "FILL(m, 0)", "ReturnData": True},
+    ],
+    "EvaluationPeriods": 3,
+    "Threshold": 0,
+    "ComparisonOperator": "GreaterThanThreshold",
+    "TreatMissingData": "notBreaching",
+}
+
+
+def test_a_fill_alarm_reads_its_metric_and_fill_value() -> None:
+    from alarms.evaluate import watched_metric
+
+    built = AlarmRule.from_put_metric_alarm(FILLED_THROTTLES)
+    assert (built.statistic, built.period_seconds, built.fill) == ("Sum", 60, 0.0)
+    assert watched_metric(FILLED_THROTTLES) == {
+        "Namespace": "AWS/DynamoDB",
+        "MetricName": "WriteThrottleEvents",
+        "Dimensions": [{"Name": "TableName", "Value": "t"}],
+    }
+
+
+@pytest.mark.parametrize(
+    "expression", ["m * 2", "FILL(other, 0)", "FILL(m, REPEAT)", "FILL(m, 0) + 1"]
+)
+def test_other_metric_math_is_refused_with_what_is_supported(expression: str) -> None:
+    props = {**FILLED_THROTTLES, "Metrics": [FILLED_THROTTLES["Metrics"][0], {"Id": "e", "Expression": expression, "ReturnData": True}]}
+    with pytest.raises(ValueError, match=r"FILL\(<its id>, <number>\)"):
+        AlarmRule.from_put_metric_alarm(props)
+
+
+def test_fill_gives_every_period_of_the_range_a_value_once_the_range_holds_one() -> None:
+    filled = AlarmRule.from_put_metric_alarm(FILLED_THROTTLES | {"TreatMissingData": "ignore"})
+    bare = AlarmRule.from_put_metric_alarm(
+        {**FILLED_THROTTLES, "Metrics": None, "Statistic": "Sum", "Period": 60, "TreatMissingData": "ignore"}
+    )
+    after_an_episode = series("X X X - -")  # throttles published only while they happen
+    assert evaluate(bare, after_an_episode, NOW, ALARM).state is ALARM  # latched
+    verdict = evaluate(filled, after_an_episode, NOW, ALARM)
+    assert verdict.state is OK
+    assert [point.value for point in verdict.datapoints] == [0.0, 0.0, 5.0]
+    assert evaluate(filled, series("- - - - -"), NOW, ALARM).state is ALARM  # nothing to fill: ignore keeps it
+    assert evaluate(filled, series("- - X X X"), NOW, INSUFFICIENT).state is ALARM
+
+
+def test_reasons_write_each_period_with_the_stamp_given() -> None:
+    verdict = evaluate(rule(3), series("X X X"), NOW, stamp=lambda moment: f"<{moment:%H:%M}>")
+    assert "5.0 (<10:04>), 5.0 (<10:03>), 5.0 (<10:02>)" in verdict.reason
+    assert "(01/12/26 10:04:00)" in evaluate(rule(3), series("X X X"), NOW).reason
