@@ -23,6 +23,7 @@ from pipeline.jobs import (
     JobMessage,
     RunRef,
     format_timestamp,
+    is_folder_marker,
     job_id_for_key,
     parse_timestamp,
 )
@@ -226,7 +227,7 @@ def decide(
 def group_by_job(keys: Iterable[str], folder_depth: int) -> dict[str, list[str]]:
     jobs: dict[str, list[str]] = defaultdict(list)
     for key in keys:
-        if not key.endswith("/"):  # folder placeholder objects are not files
+        if not is_folder_marker(key):  # the rule realtime ingest applies too
             jobs[job_id_for_key(key, folder_depth)].append(key)
     return dict(jobs)
 

@@ -102,6 +102,27 @@ def judge_delivery(order: VersionOrder | None, claimed_run_status: JobStatus | N
     return Delivery.PROCESS
 
 
+def pick_key(created: ObjectCreated, etag_of: Callable[[str], str | None]) -> str:
+    """The key `created` has in its bucket, among its decoded and delivered forms.
+
+    `etag_of(key)` is the listed object's ETag (None: no such key). Called only when the forms
+    differ (a key with '+' or '%'): whether S3's EventBridge events encode keys is not documented
+    (pipeline/s3events.py), so the decoded form is tried first and the form as delivered second.
+    When both exist (`a b` and `a+b`), the one whose ETag is the event's wins; when neither does
+    (deleted since), the decoded form.
+    """
+    forms = created.key_forms()
+    existing: str | None = None
+    for key in forms:
+        etag = etag_of(key)
+        if etag is None:
+            continue
+        if not created.etag or etag.strip('"') == created.etag:
+            return key
+        existing = existing or key
+    return existing or forms[0]
+
+
 def candidate_run(job_id: str, now: datetime, attempt: int, latest: str = "") -> RunRef:
     """A new run's key. Pure. A later attempt shifts by microseconds so it never meets its own key,
     and a new run always starts after the job's latest (`latest`, "" for none): the write that

@@ -51,6 +51,13 @@ def job_id_for_key(key: str, folder_depth: int) -> str:
     return "/".join(folders[:folder_depth]) + "/"
 
 
+def is_folder_marker(key: str) -> bool:
+    """A key ending in '/' names a folder (the S3 console's "Create folder" writes one as an empty
+    object), never a file, in batch and realtime mode alike: its output would be a folder too.
+    Size is not consulted, so a key alone decides (a batch listing, a realtime event)."""
+    return key.endswith("/")
+
+
 def is_supported(key: str) -> bool:
     return posixpath.splitext(key)[1].lower() in SUPPORTED_EXTENSIONS
 

@@ -1,7 +1,26 @@
 """S3 "object created" notifications in the shapes they reach a Lambda, parsed to plain data.
 
-Both shapes URL-encode keys (a space arrives as '+', '/' may arrive as '%2F'): keys are decoded
-with `unquote_plus` here and nowhere else. S3's `s3:TestEvent` carries no object and is skipped.
+Keys. A classic S3 event notification (direct, or an SQS/SNS body) URL-encodes the key; AWS's
+"Event message structure" page says so: "The object key name value is URL encoded. For example,
+'red flower.jpg' becomes 'red+flower.jpg'"
+(https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+For the same event delivered through EventBridge ("Object Created", `detail.object.key`) AWS's
+"EventBridge event message structure" page says nothing about encoding, and its only sample key,
+"example-key", has nothing to encode
+(https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html). The published samples do
+not settle it either: aws-powertools/powertools-lambda-python's fixture
+tests/events/s3EventBridgeNotificationObjectCreatedEvent.json carries "IMG_m7fzo3.jpg". The
+consumers AWS and others publish decode it: powertools' `S3EventBridgeNotificationObject.key`
+(aws_lambda_powertools/utilities/data_classes/s3_event.py) returns `unquote_plus(key)`, OpenSearch
+Data Prepper's `S3EventBridgeNotification` has `getUrlDecodedKey`; moto, by contrast, sends the
+key raw. So both shapes are decoded here (`unquote_plus`, and nowhere else) and the key as
+delivered is kept as well: ingest looks a decoded key up in its bucket and, when it is not there,
+takes the key as delivered (`pipeline.ingest.pick_key`). A wrong guess about either shape loses
+no file.
+
+Folder markers (a key ending in '/', as the S3 console's "Create folder" writes with size 0) are
+not files, in realtime and batch mode alike (`pipeline.jobs.is_folder_marker`). S3's `s3:TestEvent` carries no
+object and is skipped.
 
 Both shapes also name the object *version* an event is about: `sequencer` (always, per key) and
 the version id (when the bucket is versioned). Delivery is at least once, so ingest uses them to
@@ -61,15 +80,28 @@ def compare_versions(event: ObjectVersion, claimed: ObjectVersion) -> VersionOrd
 @dataclass(frozen=True)
 class ObjectCreated:
     bucket: str
-    key: str
+    key: str  # decoded
     size: int = 0
     version: ObjectVersion = field(default_factory=ObjectVersion)
+    etag: str = ""  # as the event says, without quotes; "" when it does not
+    delivered_key: str = ""  # the key exactly as the event carried it ("" when built by hand)
+
+    def key_forms(self) -> tuple[str, ...]:
+        """The keys this object may have in its bucket: decoded first (what AWS documents), then
+        as delivered when that differs."""
+        if self.delivered_key and self.delivered_key != self.key:
+            return (self.key, self.delivered_key)
+        return (self.key,)
 
 
 def _version(sequencer: Any, version_id: Any) -> ObjectVersion:
     """S3 writes version id "null" for objects of an unversioned bucket: that is no version."""
     version = "" if version_id in (None, "null") else str(version_id)
     return ObjectVersion(str(sequencer or ""), version)
+
+
+def _etag(value: Any) -> str:
+    return str(value or "").strip('"')
 
 
 def _from_notification_record(record: Mapping[str, Any]) -> ObjectCreated | None:
@@ -84,6 +116,8 @@ def _from_notification_record(record: Mapping[str, Any]) -> ObjectCreated | None
         unquote_plus(obj["key"]),
         int(obj.get("size", 0)),
         _version(obj.get("sequencer"), obj.get("versionId")),
+        _etag(obj.get("eTag")),
+        str(obj["key"]),
     )
 
 
@@ -97,6 +131,8 @@ def _from_eventbridge(event: Mapping[str, Any]) -> ObjectCreated | None:
         unquote_plus(obj["key"]),
         int(obj.get("size", 0)),
         _version(obj.get("sequencer"), obj.get("version-id")),
+        _etag(obj.get("etag")),
+        str(obj["key"]),
     )
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pipeline.aws import client
 from pipeline.handlers import _wiring
-from pipeline.ingest import IngestOutcome, ingest_object
-from pipeline.jobs import utc_now
-from pipeline.s3events import objects_in
+from pipeline.ingest import IngestOutcome, ingest_object, pick_key
+from pipeline.jobs import is_folder_marker, utc_now
+from pipeline.s3events import ObjectCreated, objects_in
 from pipeline.stores.tracking import TrackingStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
@@ -38,13 +40,40 @@ def _store() -> TrackingStore:
     )
 
 
+def _etag_of(bucket: str) -> Callable[[str], str | None]:
+    """A key's ETag from one listing (None: no such key). ListObjectsV2, not HeadObject: it needs
+    s3:ListBucket only, no read of the file's contents; a key is the first key listed under
+    itself as a prefix, since every other key there is longer."""
+
+    def etag_of(key: str) -> str | None:
+        listed = client("s3").list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("Contents", [])
+        return str(listed[0]["ETag"]) if listed and listed[0]["Key"] == key else None
+
+    return etag_of
+
+
+def _located(created: ObjectCreated) -> ObjectCreated:
+    """`created` under the key it has in its bucket (a lookup only when its forms differ)."""
+    if len(created.key_forms()) == 1:
+        return created
+    key = pick_key(created, _etag_of(created.bucket))
+    if key != created.key:
+        logger.info("object found under its key as delivered, not decoded", extra={"key_form": "delivered"})
+    return replace(created, key=key)
+
+
 @instrumented("ingest")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Raises on failure so the event source retries; SQS batches report failures per message."""
     failures: list[dict[str, str]] = []
-    for message_id, created in objects_in(event):
-        correlate(file_key=created.key, message_id=message_id)
+    for message_id, delivered in objects_in(event):
+        if is_folder_marker(delivered.key):  # the console's "Create folder": not a file
+            logger.debug("folder marker skipped", extra={"file_key": delivered.key})
+            continue
+        correlate(file_key=delivered.key, message_id=message_id)
         try:
+            created = _located(delivered)
+            correlate(file_key=created.key)
             result = ingest_object(created, _store(), _wiring.job_queue().send, _wiring.settings(), utc_now())
         except Exception:
             if message_id is None:

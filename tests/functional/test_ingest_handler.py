@@ -4,6 +4,7 @@ each object version in exactly one run however often its event is delivered."""
 from __future__ import annotations
 
 import json
+from urllib.parse import quote_plus
 
 import pytest
 
@@ -208,3 +209,84 @@ def test_an_sqs_redelivery_of_a_claimed_version_reports_no_failure(resources, la
     assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
     assert announced(resources) == []
     assert len(store(resources).runs_of("root.txt")) == 1
+
+
+# ------------------------------------------------------- keys as S3 has them, folder markers
+
+# '+', '%', spaces and unicode, in a folder and at the root.
+AWKWARD_KEYS = ["c++/a+b.txt", "100% sure.txt", "with space/file name.csv", "unicodé/ファイル 1+1.txt"]
+
+
+def queued_files(resources) -> list[tuple[str, ...]]:
+    tracking = store(resources)
+    return [tracking.get_run(m.run).files for m in announced(resources)]  # type: ignore[union-attr]
+
+
+def moto_notification(resources, key: str) -> str:
+    """The body moto's S3 sends to an SQS queue for `key` (its classic notification shape)."""
+    s3, sqs = resources.client("s3"), resources.client("sqs")
+    url = sqs.create_queue(QueueName="pipeops-notifications")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    s3.put_bucket_notification_configuration(
+        Bucket=resources.input_bucket,
+        NotificationConfiguration={"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]},
+    )
+    s3.put_object(Bucket=resources.input_bucket, Key=key, Body=b"abc")
+    bodies = [m["Body"] for m in drain_queue(sqs, url)]
+    return next(b for b in bodies if "Records" in json.loads(b))
+
+
+@pytest.mark.parametrize("key", AWKWARD_KEYS)
+def test_a_classic_notification_names_the_key_s3_has(resources, lambda_context, key: str) -> None:
+    body = moto_notification(resources, key)
+    assert json.loads(body)["Records"][0]["s3"]["object"]["key"] != key  # URL-encoded, as documented
+    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
+    assert queued_files(resources) == [(key,)]
+
+
+@pytest.mark.parametrize("encoded", [True, False], ids=["url-encoded", "as-is"])
+@pytest.mark.parametrize("key", AWKWARD_KEYS)
+def test_an_eventbridge_event_names_the_key_s3_has_encoded_or_not(
+    resources, lambda_context, key: str, encoded: bool
+) -> None:
+    resources.client("s3").put_object(Bucket=resources.input_bucket, Key=key, Body=b"abc")
+    event = eventbridge_object_created(resources.input_bucket, key)
+    if not encoded:
+        event["detail"]["object"]["key"] = key
+    ingest.handler(event, lambda_context)
+    assert queued_files(resources) == [(key,)]
+
+
+@pytest.mark.parametrize("encoded", [True, False], ids=["url-encoded", "as-is"])
+def test_an_sqs_wrapped_notification_with_the_key_as_is_still_finds_it(
+    resources, lambda_context, encoded: bool
+) -> None:
+    key = "c++/a+b 100%.txt"
+    resources.client("s3").put_object(Bucket=resources.input_bucket, Key=key, Body=b"abc")
+    delivered = quote_plus(key, safe="/") if encoded else key
+    body = json.dumps(
+        {"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": resources.input_bucket}, "object": {"key": delivered, "size": 3}}}]}
+    )
+    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
+    assert queued_files(resources) == [(key,)]
+
+
+def test_when_both_forms_exist_the_one_with_the_events_etag_is_taken(resources, lambda_context) -> None:
+    s3 = resources.client("s3")
+    s3.put_object(Bucket=resources.input_bucket, Key="a b.txt", Body=b"spaces")
+    etag = s3.put_object(Bucket=resources.input_bucket, Key="a+b.txt", Body=b"plus")["ETag"]
+    event = eventbridge_object_created(resources.input_bucket, "a+b.txt")
+    event["detail"]["object"] |= {"key": "a+b.txt", "etag": etag.strip('"')}  # delivered as-is
+    ingest.handler(event, lambda_context)
+    assert queued_files(resources) == [("a+b.txt",)]
+
+
+@pytest.mark.parametrize("marker", ["newfolder/", "claims/2026/", "with space/"])
+def test_a_folder_marker_from_the_console_starts_no_run(resources, lambda_context, marker: str) -> None:
+    resources.client("s3").put_object(Bucket=resources.input_bucket, Key=marker, Body=b"")
+    ingest.handler(eventbridge_object_created(resources.input_bucket, marker, size=0), lambda_context)
+    assert ingest.handler(sqs_event(("m1", moto_notification(resources, marker))), lambda_context) == {
+        "batchItemFailures": []
+    }
+    assert announced(resources) == []
+    assert store(resources).runs_of(marker.rstrip("/")) == []

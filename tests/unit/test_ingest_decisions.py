@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.ingest import Delivery, candidate_run, judge_delivery
-from pipeline.jobs import RunRef, format_timestamp
+from pipeline.batch import group_by_job
+from pipeline.ingest import Delivery, candidate_run, judge_delivery, pick_key
+from pipeline.jobs import RunRef, format_timestamp, is_folder_marker
 from pipeline.s3events import (
+    ObjectCreated,
     ObjectVersion,
     VersionOrder,
     compare_sequencers,
@@ -150,3 +152,90 @@ def test_a_new_run_always_starts_after_the_jobs_latest_run(now: datetime, attemp
     run = candidate_run("claims/", now, attempt, latest)
     assert run.started_at > latest
     assert candidate_run("claims/", now, attempt + 1, latest).started_at > run.started_at
+
+
+# ------------------------------------------------------------------ keys and folder markers
+
+
+@pytest.mark.parametrize("key", ["newfolder/", "claims/2026/", "with space/"])
+def test_a_key_ending_in_a_slash_is_a_folder_marker(key: str) -> None:
+    assert is_folder_marker(key)
+
+
+@pytest.mark.parametrize("key", ["newfolder", "claims/a.txt", "a/b", ""])
+def test_a_key_not_ending_in_a_slash_is_a_file(key: str) -> None:
+    assert not is_folder_marker(key)
+
+
+def test_batch_groups_no_folder_marker_into_a_job() -> None:
+    assert group_by_job(["claims/", "claims/a.txt", "empty/"], 1) == {"claims/": ["claims/a.txt"]}
+
+
+def _eventbridge(key: str, etag: str = "") -> dict:
+    obj = {"key": key, "size": 3} | ({"etag": etag} if etag else {})
+    return {"detail-type": "Object Created", "detail": {"bucket": {"name": "in"}, "object": obj}}
+
+
+def _notification(key: str, etag: str = "") -> str:
+    obj = {"key": key, "size": 3} | ({"eTag": etag} if etag else {})
+    return json.dumps({"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "in"}, "object": obj}}]})
+
+
+@pytest.mark.parametrize("shape", ["eventbridge", "notification"])
+@pytest.mark.parametrize(
+    ("delivered", "forms"),
+    [
+        ("plain.txt", ("plain.txt",)),
+        ("a+b.txt", ("a b.txt", "a+b.txt")),
+        ("100%25+sure.txt", ("100% sure.txt", "100%25+sure.txt")),
+        ("unicod%C3%A9%2F%E3%83%95.txt", ("unicodé/フ.txt", "unicod%C3%A9%2F%E3%83%95.txt")),
+        ("unicodé/フ.txt", ("unicodé/フ.txt",)),
+    ],
+)
+def test_both_shapes_keep_the_decoded_key_first_and_the_delivered_one_second(
+    shape: str, delivered: str, forms: tuple[str, ...]
+) -> None:
+    if shape == "eventbridge":
+        [(_, created)] = list(objects_in(_eventbridge(delivered, '"e1"')))
+    else:
+        [created] = parse_notification_body(_notification(delivered, "e1"))
+    assert (created.key, created.delivered_key, created.etag) == (forms[0], delivered, "e1")
+    assert created.key_forms() == forms
+
+
+def _created(delivered: str, etag: str = "") -> ObjectCreated:
+    [(_, created)] = list(objects_in(_eventbridge(delivered, etag)))
+    return created
+
+
+def test_pick_key_takes_the_decoded_form_when_it_exists() -> None:
+    assert pick_key(_created("a+b.txt"), {"a b.txt": '"x"', "a+b.txt": '"y"'}.get) == "a b.txt"
+
+
+def test_pick_key_takes_the_form_as_delivered_when_the_decoded_one_is_missing() -> None:
+    assert pick_key(_created("a+b.txt"), {"a+b.txt": '"y"'}.get) == "a+b.txt"
+    assert pick_key(_created("100%.txt"), {"100%.txt": '"y"'}.get) == "100%.txt"
+
+
+def test_pick_key_prefers_the_form_whose_etag_is_the_events_when_both_exist() -> None:
+    listed = {"a b.txt": '"x"', "a+b.txt": '"y"'}
+    assert pick_key(_created("a+b.txt", "y"), listed.get) == "a+b.txt"
+    assert pick_key(_created("a+b.txt", "x"), listed.get) == "a b.txt"
+    # Overwritten since the event (no ETag matches): the decoded form, as when only it exists.
+    assert pick_key(_created("a+b.txt", "z"), listed.get) == "a b.txt"
+    assert pick_key(_created("a+b.txt", "z"), {"a+b.txt": '"y"'}.get) == "a+b.txt"
+
+
+def test_pick_key_falls_back_to_the_decoded_form_when_no_form_exists() -> None:
+    assert pick_key(_created("a+b.txt"), {}.get) == "a b.txt"
+
+
+def test_pick_key_looks_up_the_delivered_form_only_when_the_decoded_one_does_not_settle_it() -> None:
+    looked: list[str] = []
+
+    def etag_of(key: str) -> str | None:
+        looked.append(key)
+        return '"x"'
+
+    pick_key(_created("a+b.txt"), etag_of)
+    assert looked == ["a b.txt"]
