@@ -43,6 +43,9 @@ YAML 1.1 would even read some JSON numbers as strings); anything else goes to mo
 And one for the Lambda tasks: the interpreter invokes a task's function in-process, not through a
 boto3 client round trip into the same process (`sandbox.lambda_tasks`; IAM still decides it).
 
+And one for reads of CloudWatch metrics: moto walked every datapoint it ever kept, for every query
+and every period (`sandbox.cloudwatch_reads`: indexed per metric, the window bisected).
+
 And one for size: a TransactWriteItems backs up the items it names, not its whole tables
 (`sandbox.dynamodb_transactions`, inside the DynamoDB lock): moto's deep copy of every table a
 transaction touches made each ingest and router transaction cost as much as the tables were large.
@@ -289,14 +292,17 @@ def _patches() -> list[Patch]:
 
 
 def _install_query_seam() -> None:
-    from sandbox import dynamodb_query  # Query handed only its partition: last on, first off
+    # reads that cost what they ask for: last on, first off
+    from sandbox import cloudwatch_reads, dynamodb_query
 
     dynamodb_query.install()
+    cloudwatch_reads.install()
 
 
 def _uninstall_query_seam() -> None:
-    from sandbox import dynamodb_query
+    from sandbox import cloudwatch_reads, dynamodb_query
 
+    cloudwatch_reads.uninstall()
     dynamodb_query.uninstall()
 
 
