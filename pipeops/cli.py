@@ -10,7 +10,6 @@ import json
 import signal
 import sys
 import threading
-from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,9 +17,10 @@ import typer
 
 from pipeops import render
 from pipeops.dashboard_cli import dashboard_app
+from pipeops.entry import PipeopsTyper, installed_version
 from pipeops.resources import Connection, NoCredentialsError, StackNotFoundError
 
-app = typer.Typer(
+app = PipeopsTyper(
     help="Observability and reliability for serverless file-processing pipelines.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -55,7 +55,7 @@ def _connect(stack_name: str | None, endpoint_url: str | None, region: str | Non
 @app.command("version")
 def show_version(as_json: JsonOption = False) -> None:
     """Print the installed pipeops version."""
-    installed = version("pipeops")
+    installed = installed_version()
     if as_json:
         render.emit_json("version", {"version": installed})
     else:

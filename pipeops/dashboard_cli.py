@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-import botocore.exceptions
 import typer
 from rich.console import Console
 
@@ -105,6 +104,8 @@ def built_body(connection: Connection, resources: StackResources) -> dict[str, A
 
 def deployed_body(cloudwatch: Any, name: str) -> dict[str, Any] | None:
     """The body of dashboard `name`, or None when there is no such dashboard."""
+    import botocore.exceptions
+
     try:
         text = cloudwatch.get_dashboard(DashboardName=name)["DashboardBody"]
     except botocore.exceptions.ClientError as exc:
@@ -233,7 +234,11 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-_FATAL = (botocore.exceptions.NoCredentialsError, botocore.exceptions.EndpointConnectionError)
+def _fatal() -> tuple[type[Exception], ...]:
+    """What ends the whole render (botocore imported here: `pipeops` starts without it)."""
+    import botocore.exceptions
+
+    return botocore.exceptions.NoCredentialsError, botocore.exceptions.EndpointConnectionError
 
 
 def fetch_metrics(cloudwatch: Any, queries: Sequence[Any], start: datetime, end: datetime) -> Fetched:
@@ -252,7 +257,7 @@ def fetch_metrics(cloudwatch: Any, queries: Sequence[Any], start: datetime, end:
         get_metric_data(cloudwatch, extended[:1], start, end, fetched)
         get_metric_data(cloudwatch, extended[1:], start, end, fetched)
         retry = [key for key in extended if not fetched.series.get(key) and _has_data(key, fetched)]
-    except _FATAL:
+    except _fatal():
         raise
     except Exception as exc:  # moto raises from its serializer (TypeError), or answers 500
         stats = sorted({key[3] for key in extended})
@@ -264,7 +269,7 @@ def fetch_metrics(cloudwatch: Any, queries: Sequence[Any], start: datetime, end:
     for key in retry:
         try:
             fetched.series[key] = get_metric_statistics(cloudwatch, key, start, end, fetched)
-        except _FATAL:
+        except _fatal():
             raise
         except Exception as exc:  # one series lost, not the page
             fetched.series[key] = []
@@ -321,6 +326,12 @@ class Rendered:
     alarms: dict[str, int]
     notes: list[str]
     metric_calls: int
+
+
+def _aws_errors() -> tuple[type[Exception], ...]:
+    import botocore.exceptions
+
+    return botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError
 
 
 def _fail(message: str) -> typer.Exit:
@@ -385,7 +396,7 @@ def render_command(
             )
         fetched = fetch_metrics(cloudwatch, metric_queries(body), start, end)
         badges = alarm_badges(cloudwatch, resources.stack_name)
-    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, KeyError, ValueError) as exc:
+    except (*_aws_errors(), KeyError, ValueError) as exc:
         raise _fail(f"cannot read the dashboard and its metrics: {type(exc).__name__}: {exc}") from None
     notes += fetched.notes
     if not badges:
