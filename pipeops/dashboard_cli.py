@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -149,6 +149,11 @@ def metric_queries(body: Mapping[str, Any]) -> list[Any]:
     return queries
 
 
+def series_count(queries: Sequence[Any]) -> int:
+    """How many series `fetch_metrics` reads for `queries` (each metric key once)."""
+    return len(dict.fromkeys(metric_key(query) for query in queries))
+
+
 def metric_key(query: Any) -> MetricKey:
     return query.namespace, query.name, tuple(query.dimensions), query.stat, query.period
 
@@ -173,9 +178,15 @@ def _metric_stat(key: MetricKey) -> dict[str, Any]:
 
 
 def get_metric_data(
-    cloudwatch: Any, keys: Sequence[MetricKey], start: datetime, end: datetime, fetched: Fetched
+    cloudwatch: Any,
+    keys: Sequence[MetricKey],
+    start: datetime,
+    end: datetime,
+    fetched: Fetched,
+    advance: Callable[[int], None] | None = None,
 ) -> None:
-    """Every series of `keys` with GetMetricData: at most 500 queries a call, every NextToken followed."""
+    """Every series of `keys` with GetMetricData: at most 500 queries a call, every NextToken followed;
+    `advance(series read)` after each batch."""
     for first in range(0, len(keys), MAX_QUERIES_PER_CALL):
         batch = keys[first : first + MAX_QUERIES_PER_CALL]
         ids = {f"m{first + offset}": key for offset, key in enumerate(batch)}
@@ -204,6 +215,8 @@ def get_metric_data(
             if not token:
                 break
         fetched.series |= {key: sorted(found) for key, found in points.items()}
+        if advance is not None:
+            advance(len(batch))
 
 
 def get_metric_statistics(
@@ -241,21 +254,28 @@ def _fatal() -> tuple[type[Exception], ...]:
     return botocore.exceptions.NoCredentialsError, botocore.exceptions.EndpointConnectionError
 
 
-def fetch_metrics(cloudwatch: Any, queries: Sequence[Any], start: datetime, end: datetime) -> Fetched:
+def fetch_metrics(
+    cloudwatch: Any,
+    queries: Sequence[Any],
+    start: datetime,
+    end: datetime,
+    advance: Callable[[int], None] | None = None,
+) -> Fetched:
     """Every series the body draws. Standard statistics with GetMetricData. Percentiles (and other
     extended statistics) with GetMetricData too; when the endpoint cannot compute them there (moto
     fails the whole call), or returns none for a metric that has data, with GetMetricStatistics'
-    ExtendedStatistics; what still has no datapoints is reported in `notes`."""
+    ExtendedStatistics; what still has no datapoints is reported in `notes`. `advance(series read)`
+    reports progress."""
     fetched = Fetched()
     keys = list(dict.fromkeys(metric_key(query) for query in queries))
     standard = [key for key in keys if key[3] in STANDARD_STATISTICS]
     extended = [key for key in keys if key[3] not in STANDARD_STATISTICS]
-    get_metric_data(cloudwatch, standard, start, end, fetched)
+    get_metric_data(cloudwatch, standard, start, end, fetched, advance)
     if not extended:
         return fetched
     try:  # one query first: an endpoint that cannot compute percentiles fails once, not per batch
-        get_metric_data(cloudwatch, extended[:1], start, end, fetched)
-        get_metric_data(cloudwatch, extended[1:], start, end, fetched)
+        get_metric_data(cloudwatch, extended[:1], start, end, fetched, advance)
+        get_metric_data(cloudwatch, extended[1:], start, end, fetched, advance)
         retry = [key for key in extended if not fetched.series.get(key) and _has_data(key, fetched)]
     except _fatal():
         raise
@@ -309,6 +329,48 @@ def alarm_badges(cloudwatch: Any, stack_name: str) -> list[Any]:
 
 
 # -- the command --------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A progress bar on stderr while the page is made, in steps: the body, each series read, the
+    alarms, the page, the screenshot. Nothing when quiet (--json) or when stderr is no terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+        console = _stderr()
+        if quiet or not console.is_terminal:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+
+    def __enter__(self) -> _Progress:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task("reading the dashboard body", total=None)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def step(self, description: str, done: int = 0, total: int | None = None) -> None:
+        """Say what is being done now, after `done` more steps (the total once it is known)."""
+        if self._bar is not None:
+            extra = {"total": total} if total is not None else {}
+            self._bar.update(self._task, description=description, advance=done, **extra)
+
+    def advance(self, done: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, advance=done)
 
 
 @dataclass
@@ -365,7 +427,6 @@ def render_command(
     nothing fetched, it opens offline. Exit 2 on error (no stack, no credentials, no Chromium).
     """
     from dashboards.build import OPERATIONS_SUFFIX
-    from dashboards.render import layout, render_html, screenshot
 
     connection = Connection.resolve(stack_name, endpoint_url, region)
     try:
@@ -377,6 +438,40 @@ def render_command(
     end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
     start = end - timedelta(hours=hours)
     notes: list[str] = []
+    with _Progress(quiet=as_json) as progress:
+        page, badges, fetched, body, source = _draw(
+            connection, resources, name, start, end, out, screenshot_path, notes, progress
+        )
+    result = _summary(
+        body, page, out, screenshot_path, name, source, start, end, badges, notes, fetched.calls
+    )
+    for note in notes:
+        _stderr().print(f"[yellow]note:[/yellow] {note}")
+    if as_json:
+        render.emit_json("dashboard_render", asdict(result))
+        return
+    render.console.print(
+        f"wrote {out} ({result.source} body of {name}, {start:%Y-%m-%d %H:%M} to {end:%H:%M} UTC): "
+        f"{result.charts_with_data} of {result.charts} charts have data; "
+        f"{sum(result.alarms.values())} alarm(s), {result.alarms.get('ALARM', 0)} in ALARM"
+        + (f"; screenshot {screenshot_path}" if screenshot_path else "")
+    )
+
+
+def _draw(
+    connection: Any,
+    resources: Any,
+    name: str,
+    start: datetime,
+    end: datetime,
+    out: Path,
+    screenshot_path: Path | None,
+    notes: list[str],
+    progress: _Progress,
+) -> tuple[str, list[Any], Fetched, dict[str, Any], str]:
+    """Read the body, its metrics and the alarms; write the page (and the screenshot)."""
+    from dashboards.render import layout, render_html, screenshot
+
     try:
         cloudwatch = connection.client("cloudwatch")
         body = deployed_body(cloudwatch, name)
@@ -394,7 +489,11 @@ def render_command(
                 f"no dashboard {name} in the stack: drawing the operations body built from this checkout's "
                 "template.yaml (`pipeops template build`, then deploy, to get it in CloudWatch)"
             )
-        fetched = fetch_metrics(cloudwatch, metric_queries(body), start, end)
+        queries = metric_queries(body)
+        series = series_count(queries)
+        progress.step(f"reading {series} series", done=1, total=1 + series + 2 + (screenshot_path is not None))
+        fetched = fetch_metrics(cloudwatch, queries, start, end, progress.advance)
+        progress.step("reading the alarms")
         badges = alarm_badges(cloudwatch, resources.stack_name)
     except (*_aws_errors(), KeyError, ValueError) as exc:
         raise _fail(f"cannot read the dashboard and its metrics: {type(exc).__name__}: {exc}") from None
@@ -407,6 +506,7 @@ def render_command(
     def fetch(query: Any, window_start: datetime, window_end: datetime) -> Points:
         return fetched.series.get(metric_key(query), [])
 
+    progress.step("drawing the page", done=1)
     page = render_html(
         body, fetch, start=start, end=end, alarms=badges, title=f"{resources.stack_name}: operations"
     )
@@ -414,24 +514,13 @@ def render_command(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")
         if screenshot_path is not None:
+            progress.step("taking the screenshot", done=1)
             geometry = layout(body, alarm_count=len(badges))
             screenshot(out, screenshot_path, geometry.width, geometry.height)
     except (OSError, RuntimeError) as exc:  # RuntimeError: ChromiumMissing, or Chromium failed
         raise _fail(str(exc)) from None
-    result = _summary(
-        body, page, out, screenshot_path, name, source, start, end, badges, notes, fetched.calls
-    )
-    for note in notes:
-        _stderr().print(f"[yellow]note:[/yellow] {note}")
-    if as_json:
-        render.emit_json("dashboard_render", asdict(result))
-        return
-    render.console.print(
-        f"wrote {out} ({result.source} body of {name}, {start:%Y-%m-%d %H:%M} to {end:%H:%M} UTC): "
-        f"{result.charts_with_data} of {result.charts} charts have data; "
-        f"{sum(result.alarms.values())} alarm(s), {result.alarms.get('ALARM', 0)} in ALARM"
-        + (f"; screenshot {screenshot_path}" if screenshot_path else "")
-    )
+    progress.advance(1)
+    return page, badges, fetched, body, source
 
 
 def _summary(
