@@ -14,20 +14,68 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from pipeops import render
 from pipeops.dashboard_cli import dashboard_app
 from pipeops.entry import PipeopsTyper, installed_version
-from pipeops.resources import Connection, NoCredentialsError, StackNotFoundError
+from pipeops.render import ErrorCode
+from pipeops.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
+
+
+class _Commands(TyperGroup):
+    """The command groups: an AWS error that escapes a command becomes one line, exit 2 (never a
+    traceback), and with --json also the error envelope on stdout."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        render.errors_as_json("--json" in args)
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (BadConnectionError, NoCredentialsError, StackNotFoundError) as exc:
+            render.emit_error(str(exc), _code(exc))
+            raise typer.Exit(render.ERROR_EXIT) from None
+        except Exception as exc:
+            if not type(exc).__module__.startswith("botocore"):
+                raise
+            render.emit_error(_aws_failure(exc), ErrorCode.AWS_ERROR)
+            raise typer.Exit(render.ERROR_EXIT) from None
+
+
+def _code(exc: Exception) -> ErrorCode:
+    if isinstance(exc, BadConnectionError):
+        return ErrorCode.BAD_CONNECTION
+    return ErrorCode.NO_CREDENTIALS if isinstance(exc, NoCredentialsError) else ErrorCode.STACK_NOT_FOUND
+
+
+def _aws_failure(exc: Exception) -> str:
+    """A botocore error as one line: the operation, AWS's code and message (a ClientError), or what
+    botocore could not do (no answer, a timeout)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        error = response.get("Error", {})
+        operation = getattr(exc, "operation_name", "a request")
+        return f"AWS refused {operation}: {error.get('Code', '?')}: {error.get('Message', '')} (check the profile's permissions and --region)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _fail(message: str, code: ErrorCode = ErrorCode.BAD_INPUT) -> typer.Exit:
+    """Say what to fix (stderr; with --json also the envelope on stdout); raise what this returns."""
+    render.emit_error(message, code)
+    return typer.Exit(render.ERROR_EXIT)
+
 
 app = PipeopsTyper(
+    cls=_Commands,
     help="Observability and reliability for serverless file-processing pipelines.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 sandbox_app = typer.Typer(help="The embedded sandbox: template.yaml on moto with the real handlers.", no_args_is_help=True)
-job_app = typer.Typer(help="One job in detail.", no_args_is_help=True)
-alarms_app = typer.Typer(help="The stack's alarms: states, runbooks, and the evaluator's verdict.", no_args_is_help=True)
+job_app = typer.Typer(cls=_Commands, help="One job in detail.", no_args_is_help=True)
+alarms_app = typer.Typer(cls=_Commands, help="The stack's alarms: states, runbooks, and the evaluator's verdict.", no_args_is_help=True)
 template_app = typer.Typer(help="template.yaml: write the alarms and dashboards built from the catalogs.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(job_app, name="job")
@@ -40,16 +88,24 @@ EndpointOption = Annotated[
     str | None, typer.Option("--endpoint-url", help="AWS endpoint, e.g. the sandbox's (default: AWS_ENDPOINT_URL).")
 ]
 StackOption = Annotated[str | None, typer.Option("--stack-name", help="The pipeops stack (default: pipeops).")]
-RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region (default: AWS_REGION or us-east-1).")]
+RegionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        help="AWS region (default, as the aws CLI: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, us-east-1).",
+    ),
+]
+ProfileOption = Annotated[
+    str | None, typer.Option("--profile", help="Named AWS profile for credentials and region (default: AWS_PROFILE).")
+]
 
 
-def _connect(stack_name: str | None, endpoint_url: str | None, region: str | None):
-    connection = Connection.resolve(stack_name, endpoint_url, region)
+def _connect(stack_name: str | None, endpoint_url: str | None, region: str | None, profile: str | None = None):
     try:
+        connection = Connection.resolve(stack_name, endpoint_url, region, profile)
         return connection, connection.resources()
-    except (StackNotFoundError, NoCredentialsError) as exc:
-        render.console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+    except (StackNotFoundError, NoCredentialsError, BadConnectionError) as exc:
+        raise _fail(str(exc), _code(exc)) from None
 
 
 @app.command("version")
@@ -158,16 +214,17 @@ def upload(
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Upload files to the pipeline's input bucket (keys relative to each folder given)."""
-    connection, resources = _connect(stack_name, endpoint_url, region)
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        raise _fail(f"{', '.join(missing)} does not exist: pass files or folders that do")
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     s3 = connection.client("s3")
     uploaded = []
     for path in paths:
-        if not path.exists():
-            render.console.print(f"[red]error:[/red] {path} does not exist")
-            raise typer.Exit(2)
         files = [(p, p.relative_to(path).as_posix()) for p in sorted(path.rglob("*")) if p.is_file()] if path.is_dir() else [(path, path.name)]
         for local, relative in files:
             key = f"{prefix}{relative}"
@@ -181,17 +238,23 @@ def upload(
 
 @app.command()
 def status(
-    endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Queue and DLQ depth, oldest message age, active_count and holders, running executions, every
     active run by status, and the runs that ended (COMPLETE, FAILED) in the last hour and 24 hours.
 
-    Reads indexes, never the whole tracking table: active runs from the sparse active index, ended
-    runs newest first up to a cap per status (a count at the cap is shown as a lower bound, "≥").
+    Exit 1 when it shows anything that pages: an alarm in ALARM, a critical finding (a DLQ message
+    is one) or a reconcile finding; 0 otherwise. Reads indexes, never the whole tracking table:
+    active runs from the sparse active index, ended runs newest first up to a cap per status (a
+    count at the cap is shown as a lower bound, "≥").
     """
     from pipeops.views import status as status_view
 
-    connection, resources = _connect(stack_name, endpoint_url, region)
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     view = status_view(resources, connection.client)
     if as_json:
         render.emit_json("status", view.to_dict())
@@ -201,6 +264,8 @@ def status(
         table.caption = _outcomes_caption(data)
         table.caption_justify = "left"
         render.console.print(table)
+    if view.pages():
+        raise typer.Exit(1)
 
 
 def _outcomes_caption(data: dict[str, Any]) -> str:
@@ -223,6 +288,7 @@ def jobs(
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List job runs, newest first, optionally by status."""
@@ -234,9 +300,8 @@ def jobs(
         try:
             wanted = JobStatus(status_filter.upper())
         except ValueError:
-            render.console.print(f"[red]error:[/red] unknown status {status_filter!r}; one of {', '.join(JobStatus)}")
-            raise typer.Exit(2) from None
-    connection, resources = _connect(stack_name, endpoint_url, region)
+            raise _fail(f"unknown status {status_filter!r}: use one of {', '.join(JobStatus)}") from None
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     runs = jobs_view(resources, connection.client, wanted, limit)
     if as_json:
         render.emit_json("jobs", runs)
@@ -250,17 +315,17 @@ def job_show(
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A job's runs, its execution's state path, each file's outcome and its log lines."""
     from pipeops.views import job_detail
 
-    connection, resources = _connect(stack_name, endpoint_url, region)
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     try:
         detail = job_detail(resources, connection.client, job_id)
     except LookupError as exc:
-        render.console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(str(exc), ErrorCode.NOT_FOUND) from None
     if as_json:
         render.emit_json("job", detail.to_dict())
         return
@@ -301,9 +366,14 @@ def reconcile(
     state_file: Annotated[
         Path | None, typer.Option(help="Legacy mode: where the previous observation is kept between runs.")
     ] = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="List the repairs made (the audit), newest first; changes nothing.")
+    ] = False,
+    since: Annotated[str, typer.Option(help="With --history: how far back, e.g. 2h, 7d (audit kept 30 days).")] = "7d",
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Compare the semaphore's holders with the running executions and the active runs; repair drift.
@@ -312,23 +382,28 @@ def reconcile(
     every repair is conditional on what was observed and audited; then it observes again. Exit 0 when
     nothing is wrong after the run, 1 when findings remain, 2 on error. With --legacy-table, a plain
     counter is repaired to the running executions only when two runs a grace window apart agree.
+    With --history, the repairs of the last --since: what was observed, written, by whom, when.
     """
     from pipeops import reconcile as reconcile_command
 
+    if history:
+        if apply or release or legacy_table:
+            raise _fail("--history only reads the audit: drop --apply, --release and --legacy-table")
+        _reconcile_history(since, endpoint_url, stack_name, region, profile, as_json)
+        return
     if legacy_table:
         _reconcile_legacy(
             legacy_table, legacy_key_name, legacy_key_value, legacy_count_attribute, state_machine_arn,
-            state_file, grace_seconds, apply, endpoint_url, stack_name, region, as_json,
+            state_file, grace_seconds, apply, endpoint_url, stack_name, region, profile, as_json,
         )
         return
-    connection, resources = _connect(stack_name, endpoint_url, region)
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     try:
         report = reconcile_command.run(
             resources, connection.client, apply=apply, grace_seconds=grace_seconds, release=tuple(release or ())
         )
     except Exception as exc:  # an observation that cannot be made is an error, never "nothing to do"
-        render.console.print(f"[red]error:[/red] reconcile failed: {type(exc).__name__}: {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(f"reconcile failed: {type(exc).__name__}: {exc}", ErrorCode.FAILED) from None
     data = report.to_dict()
     if as_json:
         render.emit_json("reconcile", data)
@@ -350,15 +425,16 @@ def _reconcile_legacy(
     endpoint_url: str | None,
     stack_name: str | None,
     region: str | None,
+    profile: str | None,
     as_json: bool,
 ) -> None:
     from datetime import UTC, datetime
 
     from monitors.reconcile import legacy
 
-    connection = Connection.resolve(stack_name, endpoint_url, region)
+    connection = Connection.resolve(stack_name, endpoint_url, region, profile)
     try:
-        arn = state_machine_arn or _connect(stack_name, endpoint_url, region)[1].StateMachineArn
+        arn = state_machine_arn or _connect(stack_name, endpoint_url, region, profile)[1].StateMachineArn
         counter = legacy.LegacyCounter(table, key_name, key_value, count_attribute)
         path = state_file or Path.home() / ".cache" / "pipeops" / f"legacy-{table}-{key_value}.json"
         previous = legacy.load_sample(path)
@@ -367,12 +443,12 @@ def _reconcile_legacy(
         decision = legacy.decide(previous, current, 120.0 if grace_seconds is None else grace_seconds)
         applied = legacy.repair(dynamodb, counter, decision) if apply and decision.verdict == "repair" else None
         legacy.save_sample(path, current)
+    except typer.Exit:
+        raise
     except NoCredentialsError as exc:
-        render.console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(str(exc), ErrorCode.NO_CREDENTIALS) from None
     except Exception as exc:
-        render.console.print(f"[red]error:[/red] legacy reconcile failed: {type(exc).__name__}: {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(f"legacy reconcile failed: {type(exc).__name__}: {exc}", ErrorCode.FAILED) from None
     data = legacy.to_dict(previous, current, decision, applied)
     if as_json:
         render.emit_json("reconcile", data)
@@ -384,6 +460,31 @@ def _reconcile_legacy(
         raise typer.Exit(1)
 
 
+def _reconcile_history(
+    since: str, endpoint_url: str | None, stack_name: str | None, region: str | None, profile: str | None, as_json: bool
+) -> None:
+    """The repairs written since `since`, newest first (monitors.reconcile.audit reads them)."""
+    from datetime import UTC, datetime
+
+    from monitors.reconcile.audit import read_history
+    from pipeops.durations import parse_duration
+
+    try:
+        window = parse_duration(since, option="--since")
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
+    found = read_history(connection.client("dynamodb"), resources.CoordinationTableName, datetime.now(UTC) - window, HISTORY_LIMIT)
+    if as_json:
+        render.emit_json("reconcile_history", {"since": since, **found.to_dict()})
+    else:
+        render.console.print(render.history_table(f"repairs in the last {since}", found.to_dict()))
+
+
+# At most this many repairs are listed (a window holding more says so: narrow --since).
+HISTORY_LIMIT = 100
+
+
 @app.command()
 def failures(
     since: Annotated[str, typer.Option(help="How far back: e.g. 30m, 1h, 2d.")] = "1h",
@@ -392,6 +493,7 @@ def failures(
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Failed, timed-out and aborted executions and task failures: the state, the error, the cause
@@ -402,11 +504,10 @@ def failures(
     from pipeops.durations import parse_duration
 
     try:
-        window = parse_duration(since)
+        window = parse_duration(since, option="--since")
     except ValueError as exc:
-        render.console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    connection, resources = _connect(stack_name, endpoint_url, region)
+        raise _fail(str(exc)) from None
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     found = find_failures(
         connection.client("stepfunctions"),
         resources.StateMachineArn,
@@ -445,12 +546,16 @@ def metrics_catalog(as_json: JsonOption = False) -> None:
 
 @alarms_app.command("list")
 def alarms_list(
-    endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Every alarm of the stack with its state, reason and runbook, ALARM first. Exit 1 if any is in ALARM."""
     from alarms.live import list_alarms
 
-    connection, resources = _connect(stack_name, endpoint_url, region)
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
     rows = [view.to_dict() for view in list_alarms(connection.client("cloudwatch"), resources.stack_name)]
     if as_json:
         render.emit_json("alarms", rows)
@@ -462,19 +567,27 @@ def alarms_list(
 
 @alarms_app.command("check")
 def alarms_check(
-    endpoint_url: EndpointOption = None, stack_name: StackOption = None, region: RegionOption = None, as_json: JsonOption = False
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Replay every metric alarm over the metrics in CloudWatch now, with the datapoints that decide it.
 
-    Exit 1 when the evaluator puts any alarm in ALARM. (In a time-scaled sandbox the alarm engine
-    evaluates in virtual time; this check uses the wall clock.)
+    Exit 1 when the evaluator puts any alarm in ALARM. A time-scaled sandbox is judged on its alarm
+    engine's virtual clock, as the engine judges it.
     """
     from datetime import UTC, datetime
 
-    from alarms.live import check_alarms
+    from alarms.live import check_alarms, sandbox_clock
 
-    connection, resources = _connect(stack_name, endpoint_url, region)
-    rows = [check.to_dict() for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC))]
+    connection, resources = _connect(stack_name, endpoint_url, region, profile)
+    clock = sandbox_clock(connection.endpoint_url)
+    rows = [
+        check.to_dict()
+        for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC), clock)
+    ]
     if as_json:
         render.emit_json("alarm_checks", rows)
     else:
@@ -495,8 +608,7 @@ def template_build(
     try:
         current = is_current(template) if check else not build(template)
     except (TemplateBuildError, OSError) as exc:
-        render.console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(str(exc)) from None
     if as_json:
         render.emit_json("template_build", {"template": str(template), "checked": check, "up_to_date": current})
     elif check:

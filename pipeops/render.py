@@ -1,21 +1,63 @@
-"""One renderer for every command: rich tables for people, versioned JSON for scripts."""
+"""One renderer for every command: rich tables for people, versioned JSON for scripts.
+
+Errors go to stderr as one line; with `--json` the same error is also an envelope on stdout
+(`kind` "error"), so a script reads one JSON document whatever happened.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from alarms.text import shorten
+
 JSON_VERSION = 1
 console = Console()
+# Errors: never wrapped into several lines, whatever the terminal's width.
+error_console = Console(stderr=True, soft_wrap=True)
+# Every error exits 2; 1 is kept for "ran, and found something that pages" (README: exit codes).
+ERROR_EXIT = 2
+
+
+class ErrorCode(StrEnum):
+    """What kind of error, for scripts (the `code` of the error envelope)."""
+
+    BAD_INPUT = "bad_input"  # an option or argument that cannot work
+    BAD_CONNECTION = "bad_connection"  # profile, region or endpoint
+    NO_CREDENTIALS = "no_credentials"
+    STACK_NOT_FOUND = "stack_not_found"  # or nothing answers where the stack was looked for
+    NOT_FOUND = "not_found"  # a job, a file
+    AWS_ERROR = "aws_error"  # AWS (or the sandbox) refused or failed a request mid-command
+    FAILED = "failed"  # the command could not do its work (e.g. an observation failed)
 
 
 def emit_json(kind: str, payload: Any) -> None:
     print(json.dumps({"version": JSON_VERSION, "kind": kind, "data": payload}, indent=2, default=str, ensure_ascii=False))
+
+
+# Whether the command line asked for --json: set by the CLI's command groups before a command
+# runs, so that an error raised anywhere (option parsing done, or not) can answer in JSON too.
+_errors_as_json = False
+
+
+def errors_as_json(requested: bool) -> None:
+    global _errors_as_json
+    _errors_as_json = requested
+
+
+def emit_error(message: str, code: ErrorCode, *, as_json: bool | None = None) -> None:
+    """One line on stderr; with --json also `{"kind": "error", "data": {message, code, exit_code}}`
+    on stdout, in the same versioned envelope as every result."""
+    one_line = " ".join(message.split())
+    error_console.print(f"[red]error:[/red] {escape(one_line)}", highlight=False)
+    if _errors_as_json if as_json is None else as_json:
+        emit_json("error", {"message": one_line, "code": code.value, "exit_code": ERROR_EXIT})
 
 
 def _entities(entities: Mapping[str, int]) -> str:
@@ -84,9 +126,15 @@ def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]
         table.add_row(name, value)
     for finding in reconciler.get("findings", []):
         table.add_row(f"[red]{finding['kind']}[/red]", f"{escape(finding['target'])}: {escape(finding['reason'])} (pipeops reconcile)")
+    for repair in reconciler.get("recent_repairs", []):
+        changed = "; ".join(repair["changes"]) or "-"
+        who = {"scheduled": "scheduled reconciler", "person": escape(repair["by"])}.get(repair["by_kind"], "unknown")
+        table.add_row(
+            f"repair {repair['at']}", f"{escape(repair['action'])} {escape(repair['target'])}: {escape(changed)} (by {who})"
+        )
     for alarm in health.get("alarms_in_alarm", []):
         runbook = f" (runbook {alarm['runbook']})" if alarm.get("runbook") else ""
-        table.add_row(f"[red]ALARM {escape(alarm['name'])}[/red]", f"{escape(alarm['reason'][:160])}{runbook}")
+        table.add_row(f"[red]ALARM {escape(alarm['name'])}[/red]", f"{escape(shorten(alarm['reason'], 160))}{runbook}")
     for finding in findings:
         colour = "red" if finding["severity"] == "critical" else "yellow"
         table.add_row(f"[{colour}]{finding['code']}[/{colour}]", finding["message"])
@@ -144,7 +192,7 @@ def alarms_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     for column in ("alarm", "state", "runbook", "metric", "reason"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(escape(row["name"]), _state(row["state"]), row["runbook"] or "-", escape(row["metric"]), escape(row["reason"][:160]))
+        table.add_row(escape(row["name"]), _state(row["state"]), row["runbook"] or "-", escape(row["metric"]), escape(shorten(row["reason"], 160)))
     return table
 
 
@@ -156,5 +204,29 @@ def alarm_checks_table(rows: Sequence[Mapping[str, Any]]) -> Table:
         points = ", ".join(
             f"{'-' if p['value'] is None else format(p['value'], 'g')}{'!' if p['breaching'] else ''}" for p in row["datapoints"]
         )
-        table.add_row(escape(row["name"]), _state(row["state"]), _state(row["verdict"]), points or "-", escape(row["reason"][:200]))
+        table.add_row(escape(row["name"]), _state(row["state"]), _state(row["verdict"]), points or "-", escape(shorten(row["reason"], 200)))
+    return table
+
+
+def _by(record: Mapping[str, Any]) -> str:
+    kind = {"scheduled": "the scheduled reconciler", "person": "a person"}.get(record["by_kind"], "unknown")
+    return f"{kind}\n{escape(record['by'])}"
+
+
+def history_table(title: str, history: Mapping[str, Any]) -> Table:
+    """The reconciler's repairs, newest first: when, what on which target and why, what it
+    observed and what it wrote (monitors.reconcile.audit), by whom."""
+    records = history["records"]
+    more = " (more: narrow --since)" if history["truncated"] else ""
+    read = " (read by scanning the table: redeploy for the audit index)" if history["method"] == "scan" else ""
+    table = Table(title=f"{title}: {len(records)} repair(s){more}{read}", show_lines=True)
+    for column in ("when", "repair", "observed -> written", "by"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        table.add_row(
+            record["at"],
+            f"{escape(record['action'])} {escape(record['target'])}\n[dim]{escape(record['reason'])}[/dim]",
+            escape("\n".join(record["changes"]) or "-"),
+            _by(record),
+        )
     return table

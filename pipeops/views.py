@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from monitors.health import Finding, HealthSnapshot, assess, observe
@@ -32,14 +32,31 @@ class StatusView:
     reconcile_findings: list[dict[str, str]] = field(default_factory=list)
     # The stack's alarms in ALARM now (name, reason, runbook): what pages, next to why.
     alarms_in_alarm: list[dict[str, Any]] = field(default_factory=list)
+    # The reconciler's newest repairs (monitors.reconcile.audit), newest first.
+    recent_repairs: list[dict[str, Any]] = field(default_factory=list)
+
+    def pages(self) -> list[str]:
+        """What this view shows that should page someone (`status` exits 1 when any): an alarm in
+        ALARM, a critical health finding (every DLQ message is one) and whatever the reconciler's
+        dry run finds. A warning (counts that differ while jobs start and end) does not page."""
+        return [
+            *(f"alarm {alarm['name']} is in ALARM" for alarm in self.alarms_in_alarm),
+            *(f"{f.code}: {f.message}" for f in self.findings if f.severity == "critical"),
+            *(f"reconcile finding {f['kind']}: {f['target']}" for f in self.reconcile_findings),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "stack": self.stack_name,
             **self.snapshot.to_dict(),
             "findings": [asdict(f) for f in self.findings],
-            "reconciler": {"last_run": self.reconciler_last_run, "findings": self.reconcile_findings},
+            "reconciler": {
+                "last_run": self.reconciler_last_run,
+                "findings": self.reconcile_findings,
+                "recent_repairs": self.recent_repairs,
+            },
             "alarms_in_alarm": self.alarms_in_alarm,
+            "pages": self.pages(),
         }
 
 
@@ -47,7 +64,7 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
     """The health snapshot, its findings, the reconciler's view and the alarms firing (`now`: the
     moment the windows of ended runs end at; default the clock)."""
     from alarms.live import list_alarms
-    from monitors.reconcile.loop import last_run
+    from monitors.reconcile.loop import AUDIT_RETENTION, last_run
     from pipeops import reconcile
 
     dry = reconcile.run(resources, client, apply=False)
@@ -62,7 +79,21 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
         reconciler_last_run=last_run(client("dynamodb"), resources.CoordinationTableName),
         reconcile_findings=dry.to_dict()["findings"],
         alarms_in_alarm=[{"name": v.name, "reason": v.reason, "runbook": v.runbook} for v in firing],
+        recent_repairs=_recent_repairs(client("dynamodb"), resources.CoordinationTableName, (now or datetime.now(UTC)) - AUDIT_RETENTION),
     )
+
+
+# How many of the reconciler's newest repairs `status` shows (`reconcile --history` lists them all).
+RECENT_REPAIRS = 5
+
+
+def _recent_repairs(dynamodb: Any, table: str, since: datetime) -> list[dict[str, Any]]:
+    """The newest repairs from the audit index; none on a stack without it (status never scans the
+    coordination table: `pipeops reconcile --history` does, saying so)."""
+    from monitors.reconcile.audit import read_history
+
+    history = read_history(dynamodb, table, since, RECENT_REPAIRS, scan_without_index=False)
+    return [record.to_dict() for record in history.records]
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

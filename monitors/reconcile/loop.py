@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from monitors.reconcile.audit import AUDIT_PREFIX, AUDIT_STREAM, AUDIT_STREAM_ATTRIBUTE
 from monitors.reconcile.model import (
     Action,
     ActionKind,
@@ -35,7 +36,6 @@ from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import TrackingStore
 
-AUDIT_PREFIX = "audit#reconcile#"
 AUDIT_RETENTION = timedelta(days=30)
 # One item, overwritten by every applied run: what `pipeops status` shows of the reconciler.
 LAST_RUN_KEY = "reconcile#last-run"
@@ -179,6 +179,7 @@ class Reconciler:
         now = self.clock()
         record = {
             "doc_key": {"S": f"{AUDIT_PREFIX}{format_timestamp(now)}#{uuid.uuid4().hex[:8]}"},
+            AUDIT_STREAM_ATTRIBUTE: {"S": AUDIT_STREAM},  # puts it in the sparse index `audit-by-time`
             "action": {"S": action.kind.value},
             "target": {"S": action.target},
             "reason": {"S": action.reason},

@@ -38,9 +38,58 @@ def test_every_command_has_help_text_and_json_output() -> None:
 
 def test_a_missing_stack_is_a_clear_error_not_a_traceback(aws) -> None:
     result = CliRunner().invoke(app, ["status", "--stack-name", "nope"])
-    assert result.exit_code == 2
-    said = " ".join(result.output.split())  # rich wraps long lines
-    assert "no stack 'nope'" in said and "pipeops sandbox up" in said
+    assert result.exit_code == 2 and result.stdout == ""
+    [said] = result.stderr.splitlines()
+    assert said.startswith("error: no stack 'nope'") and "pipeops sandbox up" in said
+
+
+# Every input that cannot work: (environment, arguments, what the one line must say).
+BAD_INPUTS = {
+    "a mistyped profile": ({}, ["status", "--profile", "nope"], "no AWS profile 'nope' (from --profile)"),
+    "a mistyped AWS_PROFILE": ({"AWS_PROFILE": "nope"}, ["jobs"], "no AWS profile 'nope' (from the environment variable AWS_PROFILE)"),
+    "an endpoint without a scheme": ({}, ["status", "--endpoint-url", "127.0.0.1:4566"], "use e.g. http://127.0.0.1:4566"),
+    "a region that is no name": ({}, ["alarms", "list", "--region", "eu west 1"], "is not a region name"),
+    "a region botocore does not know": ({}, ["status", "--region", "mars-1"], "region 'mars-1' (from --region) is not one botocore knows"),
+    "a window past any date": ({}, ["failures", "--since", "99999999d"], "--since '99999999d' reaches too far back"),
+    "a window that is no duration": ({}, ["failures", "--since", "yesterday"], "--since 'yesterday' is not a duration"),
+    "an unknown status": ({}, ["jobs", "--status", "done"], "unknown status 'done': use one of"),
+    "a missing upload": ({}, ["upload", "no/such/file.txt"], "no/such/file.txt does not exist"),
+    "a stack that is not there": ({}, ["jobs", "--stack-name", "nope"], "no stack 'nope' at AWS region us-east-1"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_every_bad_input_is_one_line_that_says_what_to_fix(aws, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    environment, arguments, said = BAD_INPUTS[case]
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: ") and said in line
+    with_json = CliRunner().invoke(app, [*arguments, "--json"])
+    assert with_json.exit_code == 2 and with_json.stderr == result.stderr
+    error = json.loads(with_json.stdout)
+    assert error == {"version": 1, "kind": "error", "data": {"message": line.removeprefix("error: "), "code": error["data"]["code"], "exit_code": 2}}
+    assert error["data"]["code"] in {"bad_input", "bad_connection", "stack_not_found"}
+
+
+def test_an_aws_error_inside_a_command_is_one_line_too(aws) -> None:
+    """A stack whose tracking table is gone: the query fails after connecting; one line, exit 2."""
+    from dataclasses import MISSING, fields
+
+    from pipeops.resources import StackResources
+
+    outputs = {f.name: {"Value": f"gone-{f.name}"} for f in fields(StackResources) if f.default is MISSING and f.name != "stack_name"}
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": outputs}
+    boto3.client("cloudformation").create_stack(StackName="pipeops", TemplateBody=json.dumps(template))
+    result = CliRunner().invoke(app, ["jobs", "--status", "FAILED", "--json"])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: AWS refused Query: ResourceNotFoundException")
+    assert json.loads(result.stdout)["data"]["code"] == "aws_error"
 
 
 def test_status_jobs_and_job_show_read_a_sandbox(sandbox) -> None:
@@ -103,8 +152,17 @@ def test_a_served_sandbox_answers_the_cli_and_plain_boto3_in_other_processes(tmp
             [sys.executable, "-m", "pipeops.cli", "status"],
             capture_output=True, text=True, env=bare_env, timeout=120, check=False,
         )
-        said = " ".join(against_aws.stdout.split())
+        [said] = against_aws.stderr.splitlines()
         assert against_aws.returncode == 2 and "no AWS credentials found" in said and "AWS_PROFILE" in said
+        # A region the sandbox has no backend for (moto answers 500): one line, in JSON too.
+        unknown = subprocess.run(
+            [sys.executable, "-m", "pipeops.cli", "jobs", "--endpoint-url", endpoint, "--region", "mars-1", "--json"],
+            capture_output=True, text=True, env=client_env, timeout=120, check=False,
+        )
+        assert unknown.returncode == 2, unknown.stderr
+        assert json.loads(unknown.stdout)["data"]["code"] == "bad_connection"
+        [said] = unknown.stderr.splitlines()
+        assert "region 'mars-1' (from --region) is not one botocore knows" in said
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                           aws_access_key_id="x", aws_secret_access_key="x")
         assert info["outputs"]["InputBucketName"] in {b["Name"] for b in s3.list_buckets()["Buckets"]}

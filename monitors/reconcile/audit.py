@@ -1,0 +1,164 @@
+"""The reconciler's audit trail read back: what each repair observed, what it wrote, who, when.
+
+Every applied repair is one item in the coordination table (`loop.Reconciler._audit`, kept 30
+days): doc_key `audit#reconcile#<at>#<id>`, so keys sort by time. That table is keyed by doc_key
+alone and also holds one claim per ingested file, so reading audit records by key prefix would be
+a Scan of every claim. Audit items therefore also carry `audit_stream`, the hash key of the sparse
+index `audit-by-time` (range key doc_key): only audit items are in it, and the newest N since a
+moment are one Query that reads about N items. On a stack deployed before that index, and for
+records written before it, `read_history` falls back to a paginated Scan with a begins_with
+filter; it reads the whole table, and the result says so (`method`).
+
+Pure: `AuditRecord.from_item`, `changes`, `actor_kind`, `history_since_key`. I/O: `read_history`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pipeline.jobs import format_timestamp
+
+AUDIT_PREFIX = "audit#reconcile#"
+# The sparse index over audit items: hash `audit_stream` (this value), range `doc_key`.
+AUDIT_INDEX = "audit-by-time"
+AUDIT_STREAM_ATTRIBUTE = "audit_stream"
+AUDIT_STREAM = "reconcile"
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One applied repair: the action, its target and why; what was observed and written."""
+
+    at: str
+    action: str
+    target: str
+    reason: str
+    by: str
+    before: Mapping[str, Any] = field(default_factory=dict)
+    after: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> AuditRecord:
+        def text(name: str) -> str:
+            return str(item.get(name, {}).get("S", ""))
+
+        return cls(
+            at=text("at"),
+            action=text("action"),
+            target=text("target"),
+            reason=text("reason"),
+            by=text("by"),
+            before=_json_object(text("before")),
+            after=_json_object(text("after")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "action": self.action,
+            "target": self.target,
+            "reason": self.reason,
+            "by": self.by,
+            "by_kind": actor_kind(self.by),
+            "before": dict(self.before),
+            "after": dict(self.after),
+            "changes": changes(self.before, self.after),
+        }
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {"unreadable": text}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def actor_kind(by: str) -> str:
+    """"scheduled" for the reconciler's Lambda (its ARN or role session names a function),
+    "person" for anyone else (a CLI user's ARN), "unknown" when the caller could not be named."""
+    if not by or by.startswith("unknown"):
+        return "unknown"
+    return "scheduled" if ":function:" in by or by == "reconciler" else "person"  # handler.py's fallback
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What the repair wrote, next to what it observed: `name: old -> new` for a value it set that
+    was observed too, `name = new` for one it wrote outright, `name was old` for a condition only."""
+    lines = [f"{name}: {before[name]} -> {value}" if name in before else f"{name} = {value}" for name, value in after.items()]
+    lines += [f"{name} was {value}" for name, value in before.items() if name not in after]
+    return lines
+
+
+def history_since_key(since: datetime) -> str:
+    """The smallest doc_key of a record written after `since` (keys start with the timestamp)."""
+    return f"{AUDIT_PREFIX}{format_timestamp(since)}"
+
+
+@dataclass(frozen=True)
+class AuditHistory:
+    """The newest records first; `method` "query" (the index) or "scan" (no index: every item read)."""
+
+    records: list[AuditRecord]
+    method: str
+    truncated: bool  # more records than the limit were written in the window
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": [r.to_dict() for r in self.records], "method": self.method, "truncated": self.truncated}
+
+
+def read_history(dynamodb: Any, table: str, since: datetime, limit: int = 50, *, scan_without_index: bool = True) -> AuditHistory:
+    """The newest `limit` repairs written after `since`: a Query on the sparse index (about `limit`
+    items read); on a table without it, a paginated Scan of the whole table, or nothing (method
+    "unavailable") when `scan_without_index` is False."""
+    if limit <= 0:
+        return AuditHistory([], "query", False)
+    try:
+        return _query(dynamodb, table, since, limit)
+    except Exception as exc:  # a ClientError: AWS says ValidationException for a missing index, moto ResourceNotFound
+        error = getattr(exc, "response", {}).get("Error", {})
+        missing = error.get("Code") in ("ValidationException", "ResourceNotFoundException")
+        if not missing or "index" not in str(error.get("Message", "")).lower():
+            raise
+    return _scan(dynamodb, table, since, limit) if scan_without_index else AuditHistory([], "unavailable", False)
+
+
+def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
+    items: list[dict[str, Any]] = []
+    start: dict[str, Any] | None = None
+    while len(items) <= limit:  # one more than asked for says whether the window holds more
+        request: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": AUDIT_INDEX,
+            "KeyConditionExpression": "#stream = :stream AND doc_key > :since",
+            "ExpressionAttributeNames": {"#stream": AUDIT_STREAM_ATTRIBUTE},
+            "ExpressionAttributeValues": {":stream": {"S": AUDIT_STREAM}, ":since": {"S": history_since_key(since)}},
+            "ScanIndexForward": False,
+            "Limit": limit + 1 - len(items),
+        }
+        if start:
+            request["ExclusiveStartKey"] = start
+        response = dynamodb.query(**request)
+        items += response.get("Items", [])
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            break
+    return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "query", len(items) > limit)
+
+
+def _scan(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
+    """Every page of the table (DynamoDB filters after reading): the cost of a table without the index."""
+    items: list[dict[str, Any]] = []
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=table,
+        FilterExpression="begins_with(doc_key, :prefix) AND doc_key > :since",
+        ExpressionAttributeValues={":prefix": {"S": AUDIT_PREFIX}, ":since": {"S": history_since_key(since)}},
+    )
+    for page in pages:
+        items += page.get("Items", [])
+    items.sort(key=lambda item: item["doc_key"]["S"], reverse=True)
+    return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "scan", len(items) > limit)
