@@ -123,47 +123,21 @@ def demo(
     as_json: JsonOption = False,
     samples: Annotated[Path, typer.Option(help="Folder to upload (default: the bundled sample dataset).")] = Path(),
 ) -> None:
-    """Run the reference pipeline end to end on an in-process sandbox and check its invariants.
+    """Run the reference pipeline end to end on an in-process sandbox, then an incident on it.
 
-    Uploads the sample dataset in blackout and in synthetic mode, shows progress until every
-    file's run is terminal, prints each job and the health snapshot. Exits 1 if a file is lost
-    or an invariant fails.
+    Act 1 uploads the sample dataset in blackout and in synthetic mode, shows progress until every
+    file's run is terminal, prints each job and the health snapshot, and checks the invariants.
+    Act 2 leaks a slot and poisons the main queue by hand, then shows the alarms that fire, the
+    reconcile that repairs the leak, the DLQ's runbook, and the alarms back to OK. Exits 1 if a
+    file is lost, an invariant fails, or the incident does not play out.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from pipeops.demo import MODES, SAMPLES_DIR, run_mode, sample_files
+    from pipeops.demo import SAMPLES_DIR, run_demo, sample_files
 
     files = sample_files(samples if samples != Path() else SAMPLES_DIR)
     if not files:
         render.console.print(f"[red]error:[/red] no files under {samples}")
         raise typer.Exit(2)
-    results = []
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=render.console, disable=as_json, transient=False,
-    ) as progress:
-        tasks = {mode: progress.add_task(f"{mode}: files accounted for", total=len(files)) for mode in MODES}
-        for mode in MODES:
-            results.append(run_mode(mode, files, lambda m, done, total: progress.update(tasks[m], completed=done)))
-    violations = [f"{r.mode}: {v}" for r in results for v in r.violations]
-    if as_json:
-        render.emit_json("demo", {"modes": [r.__dict__ for r in results], "violations": violations})
-    else:
-        for result in results:
-            render.console.print(render.runs_table(f"{result.mode} mode: {result.files} files in {result.seconds:.1f} s", result.runs))
-            render.console.print(render.health_table(result.health, result.findings))
-            render.console.print(
-                f"peak running executions {result.peak_running}, peak active_count {result.peak_active} "
-                f"(max {result.max_concurrency})"
-            )
-        if violations:
-            render.console.print("[red]invariants violated:[/red]\n" + "\n".join(violations))
-        else:
-            render.console.print(
-                "[green]all invariants hold:[/green] every file reached a terminal outcome, the semaphore is "
-                "back to zero, running executions never exceeded the max, the DLQ is empty"
-            )
-    if violations:
+    if run_demo(files, render.console, as_json=as_json):
         raise typer.Exit(1)
 
 

@@ -1,26 +1,42 @@
-"""`pipeops demo`: the reference pipeline end to end on an in-process sandbox, checked.
+"""`pipeops demo`: the reference pipeline end to end on an in-process sandbox, then an incident.
 
-Uploads the sample dataset once per redaction mode, follows every file until its run is
+Act 1 uploads the sample dataset once per redaction mode, follows every file until its run is
 terminal, then checks the invariants of DESIGN.md §5: no file lost, the semaphore back to zero
 with no holder, running executions never above the max, nothing in the DLQ.
+
+Act 2 breaks the last sandbox by hand, as production breaks: a slot leaked by a router that died
+between taking it and starting its execution, and a poison message on the main queue. It then
+shows what an on-call person sees and does: the alarms that fire, `pipeops reconcile` naming the
+leak, the repair, the DLQ's runbook, and the alarms back to OK. The sandbox runs at a time scale
+of 0.005 (a real second is 200 virtual ones), so a 5-minute alarm period passes in 1.5 s; its
+scheduled reconciler reports only (`ReconcileApply=false`), so the leak waits for a person.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from alarms.cloudformation import COMPOSITE
+from alarms.live import runbook_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
 from pipeline.status import ExecutionStatus, JobStatus
-from pipeline.stores.semaphore import Semaphore
+from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.resources import StackResources
 from pipeops.views import file_outcomes, run_summary
+
+if TYPE_CHECKING:
+    from sandbox.sandbox import Sandbox
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 MODES = ("blackout", "synthetic")
@@ -113,60 +129,455 @@ def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
     return violations
 
 
+# -- the sandbox both acts run on ----------------------------------------------------------------
+
+# A real second is 200 virtual ones: alarms written for AWS (5-minute periods, 3 of them) decide
+# within seconds, and a failed message's visibility timeout (365 s) lasts 2 s.
+TIME_SCALE = 0.005
+# Waits given in real seconds (explicit values are not scaled): the scaled defaults would round to
+# 0 s, and a folder's files would not settle into one run, nor a capacity wait wait at all.
+DEMO_PARAMETERS = {"FolderSettleSeconds": "2", "CapacityRetrySeconds": "2", "ReconcileApply": "false"}
+
+
+@contextmanager
+def demo_sandbox(mode: str, max_concurrency: int = 3, time_scale: float = TIME_SCALE) -> Iterator[Sandbox]:
+    from sandbox.clock import TimeScale
+    from sandbox.sandbox import Sandbox
+
+    parameters = {"RedactionMode": mode, "MaxConcurrentWorkflows": str(max_concurrency), **DEMO_PARAMETERS}
+    with Sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
+        yield sandbox
+
+
+def resources_of(sandbox: Sandbox) -> StackResources:
+    return StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
+
+
+# -- act 1 ------------------------------------------------------------------------------------
+
+
 def run_mode(
+    sandbox: Sandbox,
     mode: str,
     files: dict[str, Path],
     progress: Callable[[str, int, int], None],
     timeout: float = 110.0,
-    max_concurrency: int = 3,
 ) -> ModeResult:
-    from sandbox.sandbox import Sandbox
-
     depth = 1
-    with Sandbox(parameters={"RedactionMode": mode, "MaxConcurrentWorkflows": str(max_concurrency)}) as sandbox:
-        resources = StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
-        dynamodb, sfn, s3 = sandbox.client("dynamodb"), sandbox.client("stepfunctions"), sandbox.client("s3")
-        store = TrackingStore(resources.TrackingTableName, dynamodb)
-        semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
+    resources = resources_of(sandbox)
+    dynamodb, sfn, s3 = sandbox.client("dynamodb"), sandbox.client("stepfunctions"), sandbox.client("s3")
+    store = TrackingStore(resources.TrackingTableName, dynamodb)
+    semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
 
-        def peaks() -> tuple[int, int]:
-            running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
-            return len(running["executions"]), semaphore.read().active_count
+    def peaks() -> tuple[int, int]:
+        running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
+        return len(running["executions"]), semaphore.read().active_count
 
-        keys = sorted(files)
-        started = time.monotonic()
-        with PeakSampler(peaks) as sampler:
-            for key, path in files.items():
-                s3.put_object(Bucket=resources.InputBucketName, Key=key, Body=path.read_bytes())
-            job_ids = sorted({job_id_for_key(k, depth) for k in keys})
-            outcomes: dict[str, str] = {}
-            while time.monotonic() - started < timeout:
-                runs_by_job = {job: store.runs_of(job) for job in job_ids}
-                outcomes = accounted(keys, runs_by_job, depth)
-                done = sum(1 for o in outcomes.values() if o)
-                progress(mode, done, len(keys))
-                if done == len(keys):
-                    break
-                time.sleep(0.25)
-            sandbox.wait_until_idle(timeout=max(5.0, timeout - (time.monotonic() - started)))
-        seconds = time.monotonic() - started
-        runs_by_job = {job: store.runs_of(job) for job in job_ids}
-        outcomes = accounted(keys, runs_by_job, depth)
-        snapshot = observe(resources, sandbox.client)
-        listing = s3.get_paginator("list_objects_v2").paginate(Bucket=resources.OutputBucketName)
-        output_keys = {obj["Key"] for page in listing for obj in page.get("Contents", [])}
-        result = ModeResult(
-            mode=mode,
-            files=len(keys),
-            seconds=round(seconds, 2),
-            runs=[run_summary(r) for job in job_ids for r in runs_by_job[job]],
-            outcomes=outcomes,
-            health=snapshot.to_dict(),
-            findings=[asdict(f) for f in assess(snapshot)],
-            peak_running=sampler.peak_running,
-            peak_active=sampler.peak_active,
-            max_concurrency=snapshot.max_concurrency,
-            violations=[],
+    keys = sorted(files)
+    started = time.monotonic()
+    with PeakSampler(peaks) as sampler:
+        for key, path in files.items():
+            s3.put_object(Bucket=resources.InputBucketName, Key=key, Body=path.read_bytes())
+        job_ids = sorted({job_id_for_key(k, depth) for k in keys})
+        outcomes: dict[str, str] = {}
+        while time.monotonic() - started < timeout:
+            runs_by_job = {job: store.runs_of(job) for job in job_ids}
+            outcomes = accounted(keys, runs_by_job, depth)
+            done = sum(1 for o in outcomes.values() if o)
+            progress(mode, done, len(keys))
+            if done == len(keys):
+                break
+            time.sleep(0.25)
+        sandbox.wait_until_idle(timeout=max(5.0, timeout - (time.monotonic() - started)))
+    seconds = time.monotonic() - started
+    runs_by_job = {job: store.runs_of(job) for job in job_ids}
+    outcomes = accounted(keys, runs_by_job, depth)
+    snapshot = observe(resources, sandbox.client)
+    listing = s3.get_paginator("list_objects_v2").paginate(Bucket=resources.OutputBucketName)
+    output_keys = {obj["Key"] for page in listing for obj in page.get("Contents", [])}
+    result = ModeResult(
+        mode=mode,
+        files=len(keys),
+        seconds=round(seconds, 2),
+        runs=[run_summary(r) for job in job_ids for r in runs_by_job[job]],
+        outcomes=outcomes,
+        health=snapshot.to_dict(),
+        findings=[asdict(f) for f in assess(snapshot)],
+        peak_running=sampler.peak_running,
+        peak_active=sampler.peak_active,
+        max_concurrency=snapshot.max_concurrency,
+        violations=[],
+    )
+    result.violations = check_invariants(result, output_keys)
+    return result
+
+
+# -- act 2: the incident ----------------------------------------------------------------------
+
+GHOST = "ghost-of-a-crashed-router"  # an execution name no router will ever start
+GHOST_AGE = timedelta(minutes=10)  # past the reconciler's grace (the router's timeout + 60 s)
+POISON_BODY = json.dumps({"hello": "this is not a job message"})
+COMPOSITE_ALARM = COMPOSITE.removesuffix("Alarm")
+LEAK_ALARM = "CounterDrift"  # a count above what runs, in every reconcile for 3 periods
+POISON_ALARM = "DlqNotEmpty"  # the main queue's DLQ
+PAGED_BY = (COMPOSITE_ALARM, LEAK_ALARM, POISON_ALARM)
+_FIRST_STEP = re.compile(r"First: (.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class AlarmLine:
+    """One alarm as `pipeops alarms list` shows it, with its runbook's first step."""
+
+    name: str  # without the `<stack>-` prefix
+    state: str
+    reason: str
+    runbook: str
+    first_step: str
+
+
+@dataclass
+class IncidentResult:
+    ghost: str
+    ghost_acquired_at: str
+    poison_message_id: str
+    time_scale: float
+    not_ok_before: list[AlarmLine]
+    paged_after: float | None  # real seconds from the breakage until every PAGED_BY alarm was in ALARM
+    firing: list[AlarmLine]  # every alarm not OK at that moment
+    ok_when_paged: int
+    router_error: dict[str, Any] | None  # the router's ERROR line for the poison message
+    dry_run: dict[str, Any]
+    repair: dict[str, Any]
+    dlq_depth: int
+    dlq_runbook: AlarmLine | None
+    dlq_purged: bool
+    recovered_after: float | None  # real seconds from the repair until every alarm the incident fired was OK
+    recovered: list[str]  # the alarms the incident fired, back to OK
+    not_ok_after: list[AlarmLine]
+    final_active_count: int
+    final_holders: list[str]
+    final_dlq_depth: int
+    seconds: float
+    violations: list[str] = field(default_factory=list)
+
+
+def alarm_lines(cloudwatch: Any, stack_name: str) -> list[AlarmLine]:
+    """Every alarm of the stack, ALARM first then by name (the order of `pipeops alarms list`)."""
+    prefix = f"{stack_name}-"
+    lines: list[AlarmLine] = []
+    pages = cloudwatch.get_paginator("describe_alarms").paginate(
+        AlarmNamePrefix=prefix, AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+    )
+    for page in pages:
+        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
+            description = alarm.get("AlarmDescription") or ""
+            first = _FIRST_STEP.search(description)
+            lines.append(
+                AlarmLine(
+                    name=alarm["AlarmName"].removeprefix(prefix),
+                    state=alarm["StateValue"],
+                    reason=alarm.get("StateReason", ""),
+                    runbook=runbook_of(description),
+                    first_step=first.group(1).strip() if first else "",
+                )
+            )
+    order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
+    return sorted(lines, key=lambda line: (order.get(line.state, 3), line.name))
+
+
+def not_ok(lines: Sequence[AlarmLine]) -> list[AlarmLine]:
+    return [line for line in lines if line.state != "OK"]
+
+
+def all_in(lines: Sequence[AlarmLine], names: Sequence[str], state: str) -> bool:
+    states = {line.name: line.state for line in lines}
+    return all(states.get(name) == state for name in names)
+
+
+def _wait_for(
+    look: Callable[[], list[AlarmLine]], done: Callable[[list[AlarmLine]], bool], deadline: float
+) -> tuple[list[AlarmLine], bool]:
+    lines = look()
+    while not done(lines) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        lines = look()
+    return lines, done(lines)
+
+
+def _queue_depth(sqs: Any, url: str) -> int:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attributes.get(name, "0")) for name in names)
+
+
+def router_error_line(logs: Any, function_name: str, message_id: str) -> dict[str, Any] | None:
+    """The router's ERROR log line for one message (its fields: reason, error type, message)."""
+    pages = logs.get_paginator("filter_log_events").paginate(
+        logGroupName=f"/aws/lambda/{function_name}", filterPattern=json.dumps(message_id)
+    )
+    for page in pages:
+        for event in page.get("events", []):
+            try:
+                record = json.loads(event["message"])
+            except (json.JSONDecodeError, TypeError):
+                continue
+            if isinstance(record, dict) and record.get("level") == "ERROR" and record.get("message_id") == message_id:
+                return record
+    return None
+
+
+def run_incident(
+    sandbox: Sandbox, status: Callable[[str], None], max_slots: int, timeout: float = 60.0
+) -> IncidentResult:
+    """Leak a slot and poison the main queue, then do what the on-call person does, step by step."""
+    from pipeops import reconcile as reconcile_command
+
+    resources = resources_of(sandbox)
+    cloudwatch, sqs, logs = sandbox.client("cloudwatch"), sandbox.client("sqs"), sandbox.client("logs")
+    semaphore = Semaphore(resources.CoordinationTableName, sandbox.client("dynamodb"))
+    look = lambda: alarm_lines(cloudwatch, sandbox.stack_name)  # noqa: E731
+    violations: list[str] = []
+    before = not_ok(look())
+
+    status("breaking the sandbox by hand")
+    started = time.monotonic()
+    acquired_at = (datetime.now(UTC) - GHOST_AGE).isoformat(timespec="seconds")
+    if semaphore.acquire(GHOST, acquired_at, max_slots) is not AcquireResult.ACQUIRED:
+        violations.append(f"could not leak a slot: every one of the {max_slots} slots is taken")
+    message_id = sqs.send_message(QueueUrl=resources.MainQueueUrl, MessageBody=POISON_BODY)["MessageId"]
+
+    status("waiting for the page (the poison message fails 5 times before the DLQ)")
+    lines, paged = _wait_for(look, lambda ls: all_in(ls, PAGED_BY, "ALARM"), started + timeout)
+    paged_after = time.monotonic() - started if paged else None
+    if not paged:
+        missing = [name for name in PAGED_BY if name not in {line.name for line in lines if line.state == "ALARM"}]
+        violations.append(f"not in ALARM after {timeout:.0f} s: {', '.join(missing)}")
+    at_page = lines
+    router_error = router_error_line(logs, resources.RouterFunctionName, message_id)
+
+    status("pipeops reconcile (dry run), then --apply")
+    dry_run = reconcile_command.run(resources, sandbox.client, apply=False).to_dict()
+    if GHOST not in {finding["target"] for finding in dry_run["findings"]}:
+        violations.append(f"the dry run did not name the leaked slot {GHOST}")
+    repair = reconcile_command.run(resources, sandbox.client, apply=True).to_dict()
+    released = [a for a in repair["actions"] if a["target"] == GHOST and a["result"] == "applied"]
+    if not released:
+        violations.append(f"the repair did not release {GHOST}")
+
+    dlq_depth = _queue_depth(sqs, resources.DeadLetterQueueUrl)
+    dlq_runbook = next((line for line in at_page if line.name == POISON_ALARM), None)
+    sqs.purge_queue(QueueUrl=resources.DeadLetterQueueUrl)
+
+    status("waiting for the alarms to return to OK")
+    repaired = time.monotonic()
+    already = {line.name for line in before if line.state == "ALARM"}
+    fired = {line.name for line in at_page + look() if line.state == "ALARM"} - already
+
+    def calm(lines: list[AlarmLine]) -> bool:
+        return all_in(lines, PAGED_BY, "OK") and not {line.name for line in lines if line.state == "ALARM"} - already
+
+    lines, recovered = _wait_for(look, calm, repaired + timeout)
+    recovered_after = time.monotonic() - repaired if recovered else None
+    if not recovered:
+        still = [line.name for line in lines if line.state == "ALARM" and line.name not in already]
+        violations.append(f"still in ALARM {timeout:.0f} s after the repair: {', '.join(still)}")
+    final = semaphore.read()
+    final_dlq = _queue_depth(sqs, resources.DeadLetterQueueUrl)
+    if final.active_count or final.holders:
+        violations.append(f"semaphore after the repair: active_count {final.active_count}, holders {sorted(final.holders)}")
+    if final_dlq:
+        violations.append(f"{final_dlq} message(s) left in the DLQ")
+    return IncidentResult(
+        ghost=GHOST,
+        ghost_acquired_at=acquired_at,
+        poison_message_id=message_id,
+        time_scale=sandbox.time_scale.factor,
+        not_ok_before=before,
+        paged_after=paged_after,
+        firing=not_ok(at_page),
+        ok_when_paged=len(at_page) - len(not_ok(at_page)),
+        router_error=router_error,
+        dry_run=dry_run,
+        repair=repair,
+        dlq_depth=dlq_depth,
+        dlq_runbook=dlq_runbook,
+        dlq_purged=True,
+        recovered_after=recovered_after,
+        recovered=sorted(fired) if recovered else [],
+        not_ok_after=not_ok(lines),
+        final_active_count=final.active_count,
+        final_holders=sorted(final.holders),
+        final_dlq_depth=final_dlq,
+        seconds=time.monotonic() - started,
+        violations=violations,
+    )
+
+
+# -- the two acts, printed as an on-call person reads them ---------------------------------------
+
+
+def run_demo(files: dict[str, Path], console: Any, *, as_json: bool = False) -> int:
+    """Both acts; prints them (or one JSON envelope) and returns the exit code: 1 if anything failed."""
+    from contextlib import ExitStack
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pipeops import render
+
+    results: list[ModeResult] = []
+    with ExitStack() as stack:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, disable=as_json, transient=False,
+        ) as progress:
+            tasks = {mode: progress.add_task(f"{mode}: files accounted for", total=len(files)) for mode in MODES}
+
+            def update(mode: str, done: int, _total: int) -> None:
+                progress.update(tasks[mode], completed=done)
+
+            for mode in MODES[:-1]:
+                with demo_sandbox(mode) as sandbox:
+                    results.append(run_mode(sandbox, mode, files, update))
+            last = stack.enter_context(demo_sandbox(MODES[-1]))  # act 2 breaks this one
+            results.append(run_mode(last, MODES[-1], files, update))
+        if not as_json:
+            print_act_one(console, results)
+        with console.status("act 2", spinner="dots") if not as_json else _quiet() as shown:
+            say = (lambda text: shown.update(f"act 2: {text}")) if shown is not None else (lambda _text: None)
+            incident = run_incident(last, say, results[-1].max_concurrency)
+    violations = [f"{r.mode}: {v}" for r in results for v in r.violations] + [f"incident: {v}" for v in incident.violations]
+    if as_json:
+        modes = [r.__dict__ for r in results]
+        render.emit_json("demo", {"modes": modes, "incident": asdict(incident), "violations": violations})
+    else:
+        print_act_two(console, incident, results[-1].mode)
+        if violations:
+            console.print("[red]the demo did not go as it should:[/red]\n" + "\n".join(violations))
+    return 1 if violations else 0
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    yield None
+
+
+def print_act_one(console: Any, results: Sequence[ModeResult]) -> None:
+    from pipeops import render
+
+    for result in results:
+        console.print(render.runs_table(f"{result.mode} mode: {result.files} files in {result.seconds:.1f} s", result.runs))
+        console.print(render.health_table(result.health, result.findings))
+        console.print(
+            f"peak running executions {result.peak_running}, peak active_count {result.peak_active} "
+            f"(max {result.max_concurrency})"
         )
-        result.violations = check_invariants(result, output_keys)
-        return result
+    if any(r.violations for r in results):
+        console.print("[red]invariants violated[/red] (listed at the end)")
+    else:
+        console.print(
+            "[green]all invariants hold:[/green] every file reached a terminal outcome, the semaphore is "
+            "back to zero, running executions never exceeded the max, the DLQ is empty"
+        )
+
+
+def _virtual(seconds: float, time_scale: float) -> str:
+    return f"{seconds / time_scale / 60:.0f} virtual minutes"
+
+
+def _alarms_table(title: str, lines: Sequence[AlarmLine]) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("alarm", "state", "runbook", "first step"):
+        table.add_column(column, overflow="fold")
+    for line in lines:
+        colour = "red" if line.state == "ALARM" else "yellow"
+        table.add_row(line.name, f"[{colour}]{line.state}[/{colour}]", line.runbook or "-", escape(line.first_step) or "-")
+    return table
+
+
+def _others(lines: Sequence[AlarmLine], ok: int) -> str:
+    """The alarms a table leaves out: those without data yet, by name, and the OK ones as a count."""
+    waiting = [line.name for line in lines if line.state == "INSUFFICIENT_DATA"]
+    parts = [f"{ok} other alarm(s) OK"]
+    if waiting:
+        parts.append(f"{len(waiting)} with no data yet (INSUFFICIENT_DATA: {', '.join(waiting)})")
+    return "; ".join(parts)
+
+
+def print_act_two(console: Any, incident: IncidentResult, mode: str) -> None:
+    from rich.markup import escape
+    from rich.rule import Rule
+
+    from pipeops import render
+
+    scale = incident.time_scale
+    console.print(Rule(f"Act 2: an incident on the {mode}-mode sandbox, as the on-call person sees it"))
+    console.print("[bold]Broken by hand[/bold] (the demo does this; production does it by accident):")
+    console.print(
+        f"  - a leaked slot: holder {incident.ghost}, taken {GHOST_AGE.seconds // 60} min ago by a router that died "
+        "before starting its execution (Semaphore.acquire for an execution that never starts)"
+    )
+    console.print(f"  - a poison message on the main queue: {escape(POISON_BODY)}")
+    console.print()
+    console.print(
+        f"This stack's scheduled reconciler reports only (ReconcileApply=false), so the leak waits for you; with the "
+        f"default it would release the slot on its next run. Time scale {scale:g}: a real second is "
+        f"{1 / scale:.0f} virtual seconds."
+    )
+    console.print()
+    alarming = [line.name for line in incident.not_ok_before if line.state == "ALARM"]
+    console.print(f"Before: {'in ALARM: ' + ', '.join(alarming) if alarming else 'no alarm in ALARM'}.")
+    console.print()
+    if incident.paged_after is None:
+        console.print("[red]No page[/red]: the alarms below did not all reach ALARM.")
+    else:
+        console.print(
+            f"[bold red]Paged[/bold red] {incident.paged_after:.1f} s after the breakage "
+            f"({_virtual(incident.paged_after, scale)}): {COMPOSITE_ALARM} is in ALARM."
+        )
+    firing = [line for line in incident.firing if line.state == "ALARM"]
+    console.print(_alarms_table("Alarms in ALARM (pipeops alarms list)", firing))
+    console.print(_others(incident.firing, incident.ok_when_paged))
+    console.print()
+    error = incident.router_error
+    if error:
+        console.print(
+            f"The router's ERROR line for the message: reason {error.get('reason')} "
+            f"({error.get('error_type')}: {escape(str(error.get('error', '')))})"
+        )
+        console.print()
+    console.print("[bold]$ pipeops reconcile[/bold]            (dry run: what drifted, and what would be done)")
+    console.print(render.reconcile_table(incident.dry_run))
+    console.print()
+    console.print("[bold]$ pipeops reconcile --apply[/bold]    (each repair conditional on what was observed, audited)")
+    console.print(render.reconcile_table(incident.repair))
+    console.print()
+    runbook = incident.dlq_runbook
+    console.print(
+        f"[bold]DLQ[/bold]: {incident.dlq_depth} message(s). Runbook "
+        f"{runbook.runbook if runbook else '?'}, first step: {escape(runbook.first_step) if runbook else '?'}."
+    )
+    console.print()
+    console.print(
+        "pipeops has no DLQ redrive yet: once the cause is fixed, the runbook redrives the messages to the main queue "
+        "(on AWS: aws sqs start-message-move-task). A malformed message can never be routed: the runbook saves its "
+        "body and deletes it. Here [bold]the demo purges the DLQ[/bold] as its cleanup (dropped, not redriven)."
+    )
+    console.print()
+    if incident.recovered_after is None:
+        console.print("[red]Not back to OK[/red] within the wait.")
+    else:
+        console.print(
+            f"[bold green]Back to OK[/bold green] {incident.recovered_after:.1f} s after the repair "
+            f"({_virtual(incident.recovered_after, scale)}): {', '.join(incident.recovered)}."
+        )
+    console.print()
+    ok_after = incident.recovered_after is not None
+    holders = ", ".join(incident.final_holders) or "no holder"
+    console.print(
+        f"{'[green]incident closed:[/green]' if ok_after and not incident.violations else '[red]incident open:[/red]'} "
+        f"active_count {incident.final_active_count}, {holders}, DLQ depth {incident.final_dlq_depth}, "
+        f"{'no alarm in ALARM' if ok_after else 'alarms still in ALARM'}; act 2 took {incident.seconds:.1f} s"
+    )
