@@ -46,6 +46,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sandbox import lambda_logging
 from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.template import TEMPLATE_PATH, load_template, transform
@@ -573,8 +574,9 @@ def _correct_moto(
     2. AWS::Lambda::Function -- Environment values keep their JSON type (Number parameters arrive
        as integers; AWS turns every value into a string). Corrected: Handler, Runtime, Timeout,
        MemorySize, Description and Environment (resolved) are compared with the template and
-       updated where they differ. `Architectures` (moto reports x86_64) and `LoggingConfig` (not
-       modelled) cannot be set through moto's API: listed in `skipped`.
+       updated where they differ. `Architectures` (moto reports x86_64) cannot be set
+       through moto's API: listed in `skipped`. `LoggingConfig` (dropped by moto) goes to
+       `sandbox.lambda_logging`, which the runtime applies (variables, log-level filter).
     3. AWS::S3::Bucket -- moto applies only BucketEncryption (losing BucketKeyEnabled) and Tags.
        Corrected: BucketEncryption again, PublicAccessBlockConfiguration, OwnershipControls,
        VersioningConfiguration and NotificationConfiguration.EventBridgeConfiguration (the input
@@ -746,8 +748,8 @@ def _correct_functions(stack: _Stack) -> None:
             stack.skipped[f"{logical}.Architectures"] = (
                 f"moto reports {actual.get('Architectures')} and cannot change it; handlers run in-process"
             )
-        if props.get("LoggingConfig"):
-            stack.skipped[f"{logical}.LoggingConfig"] = "not modelled by moto (no API to set it)"
+        # Log format and application log level: moto drops them; the sandbox's runtime applies them.
+        lambda_logging.configure(str(actual.get("FunctionArn", "")), props.get("LoggingConfig"))
 
 
 _BUCKET_PROPERTIES_APPLIED = {

@@ -39,7 +39,9 @@ Environment (the honest limitation): all handlers share one interpreter, and `os
 global. The runtime applies a function's variables (its `Environment.Variables` plus
 AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_MEMORY_SIZE, AWS_LAMBDA_FUNCTION_VERSION,
 AWS_REGION, AWS_DEFAULT_REGION, AWS_LAMBDA_LOG_GROUP_NAME, AWS_LAMBDA_LOG_STREAM_NAME, _HANDLER,
-AWS_EXECUTION_ENV, and AWS_ENDPOINT_URL when the runtime has an endpoint) under one global lock,
+AWS_EXECUTION_ENV, AWS_LAMBDA_LOG_FORMAT and AWS_LAMBDA_LOG_LEVEL for the JSON log format
+(`sandbox.lambda_logging`, which also drops the lines Lambda's log-level filter would), and
+AWS_ENDPOINT_URL when the runtime has an endpoint) under one global lock,
 and imports handler modules under that same lock -- so **module-level reads of os.environ are
 always correct**. While several invocations run at once (a Step Functions Map runs items on
 threads) the process environment holds the variables of whichever invocation started last; a
@@ -73,7 +75,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sandbox import emf
+from sandbox import emf, lambda_logging
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
 from sandbox.clock import TimeScale
 
@@ -614,6 +616,8 @@ class LambdaRuntime:
 
         end_ms = int(time.time() * 1000)
         lines = capture.close()  # an abandoned worker's later output is dropped from here on
+        # Lambda's application log-level filter: what it drops reaches neither logs nor metrics.
+        lines = lambda_logging.delivered(lines, lambda_logging.config_of(str(fn.function_arn)))
         error_type: str | None = None
         error_lines: list[str] = []
         if init_error is not None:
@@ -706,6 +710,8 @@ class LambdaRuntime:
                 "_HANDLER": str(fn.handler),
             }
         )
+        # AWS_LAMBDA_LOG_FORMAT / AWS_LAMBDA_LOG_LEVEL from its LoggingConfig, as Lambda sets them.
+        env.update(lambda_logging.environment(lambda_logging.config_of(str(fn.function_arn))))
         return env
 
     def _acquire_stream(self, region: str, group: str, version: str) -> str:

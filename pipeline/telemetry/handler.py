@@ -1,6 +1,7 @@
 """One decorator that gives every handler the same telemetry.
 
-Per invocation it sets the Lambda context keys on the logger (cold start, request id, function),
+Per invocation it sets the Lambda context keys on the logger (cold start, request id, function)
+and, at a cold start, the log level from the function's environment (`apply_log_level`),
 collects the invocation's metrics and prints them as one EMF document at the end, opens a span when
 a tracer provider records (without one the API's no-op span would change nothing, so none is made),
 flushes our span exporter if one is configured, and sets CURRENT_FUNCTION. Log keys and metrics are
@@ -20,7 +21,7 @@ from typing import Any
 
 from pipeline.config import CURRENT_FUNCTION
 from pipeline.telemetry import metrics, tracing
-from pipeline.telemetry.logging import logger
+from pipeline.telemetry.logging import apply_log_level, logger
 
 Handler = Callable[[Any, Any], Any]
 _warm: set[str] = set()
@@ -49,9 +50,12 @@ def instrumented(name: str) -> Callable[[Handler], Handler]:
         @functools.wraps(handler)
         def invoke(event: Any, context: Any) -> Any:
             function = getattr(context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME", name)
+            cold = _cold_start(function)
+            if cold:  # the function's own level (one interpreter may host several: the sandbox)
+                apply_log_level()
             keys = logger.registered_formatter  # once, not per call: it holds the thread-safe keys
             keys.thread_safe_append_keys(
-                cold_start=_cold_start(function),
+                cold_start=cold,
                 function_name=function,
                 function_request_id=getattr(context, "aws_request_id", None),
                 function_memory_size=getattr(context, "memory_limit_in_mb", None),
