@@ -17,6 +17,11 @@ conditional write that refuses a stale view (the loop then looks again):
   harmless), else admit again (a refused start gave the slot back).
 - Only unsupported files → COMPLETE without a workflow, conditional on the files read: no slot.
 
+A run that keeps changing under the router (a folder whose files still arrive after its settle
+delay: each file refuses the admission conditional on the files read) is not a failure either:
+after a few looks its message is re-sent with the capacity wait's short delay and the original
+deleted, never left to come back after the queue's visibility timeout.
+
 Who may give a slot back (DESIGN.md §3): only this invocation, only for a slot it took itself
 (never one it found held), and only where no execution of that name runs or can still start —
 its own StartExecution was refused (or its answer was lost and DescribeExecution finds none) and
@@ -50,8 +55,8 @@ from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import JointWrite, Semaphore, SemaphoreState
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
-# Looks at the run per message before giving up with RouteContentionError (each look follows a
-# write some other writer beat us to, so more than a few means something keeps moving the run).
+# Looks at the run per message before it is re-sent for later (each look follows a write some
+# other writer beat us to, so more than a few means something keeps moving the run).
 MAX_LOOKS = 4
 # A re-sent message counts its capacity waits under this key: from the second wait on, the router
 # asks "still full?" and renews the run's lease in one write before it reads anything.
@@ -61,6 +66,7 @@ WAITS_KEY = "capacity_waits"
 class RouteOutcome(StrEnum):
     STARTED = "started"
     WAITING = "waiting"  # every slot busy: re-sent with a delay
+    RESENT = "resent"  # the run kept changing (a folder still filling): re-sent with a short delay
     DUPLICATE = "duplicate"  # the run already started or ended
     REPAIRED = "repaired"  # its execution existed but no ARN was recorded: recorded now
     NOTHING_TO_PROCESS = "nothing_to_process"  # only unsupported files: completed without a workflow
@@ -114,12 +120,6 @@ class InconsistentRunError(RouterError):
     """The run moved past IN_PROGRESS (only its execution does that) yet no execution has its name."""
 
     reason = "inconsistent_run"
-
-
-class RouteContentionError(RouterError):
-    """Other writers kept moving the run between each look: the message is retried later."""
-
-    reason = "contention"
 
 
 def parse_message(body: str) -> JobMessage:
@@ -202,10 +202,17 @@ def waited(message: JobMessage) -> JobMessage:
 
 
 def must_wait(slots: SemaphoreState, holder: str, max_slots: int) -> bool:
-    """Every slot is held, none by this run: its admission would be refused, so it is not tried
-    (a capacity wait costs the read and the re-send). Pure. A slot freed after the read makes
-    the message wait once more than it had to; a slot taken after it is refused by the admission."""
-    return holder not in slots.holders and slots.active_count >= max_slots
+    """Every slot is held (by the count or by the holders, as admission bounds both), none by this
+    run: its admission would be refused, so it is not tried (a capacity wait costs the read and the
+    re-send). Pure. A slot freed after the read makes the message wait once more than it had to; a
+    slot taken after it is refused by the admission."""
+    return holder not in slots.holders and max(slots.active_count, len(slots.holders)) >= max_slots
+
+
+def resend_delay(settings: Settings) -> int:
+    """How long a message whose run kept changing waits before the router looks again: the
+    capacity wait's delay, at least a second (a folder still filling must not spin the router)."""
+    return max(1, settings.capacity_retry_seconds)
 
 
 def announcement_to_extend(deadline: str, now: datetime, retry_seconds: int) -> datetime | None:
@@ -313,7 +320,9 @@ class Router:
             result = self._act(step, record, call)
             if result is not None:
                 return result
-        raise RouteContentionError("the run kept changing under the router; the message will be retried")
+        # Every look lost to another writer (ingest still adding files, routers on the same item):
+        # look again shortly, from a new message; `record` is the run as last read.
+        return self._later(record, call, call.message, resend_delay(self._settings), RouteOutcome.RESENT)
 
     def _act(self, step: Step, record: RunRecord | None, call: _Invocation) -> RouteResult | None:
         """Carry out one step; None when a conditional write found the run moved: look again."""
@@ -370,10 +379,20 @@ class Router:
 
     def _wait(self, record: RunRecord, call: _Invocation) -> RouteResult:
         """Every slot is busy: re-send the message with a delay (the original is deleted)."""
-        extended = announcement_to_extend(record.announce_deadline, call.now, self._settings.capacity_retry_seconds)
-        if extended is not None:  # before the re-send: a failed write must not leave two copies
-            self._store.extend_announcement(record.run, extended)
-        return self._resend(call)
+        retry = self._settings.capacity_retry_seconds
+        return self._later(record, call, waited(call.message), retry, RouteOutcome.WAITING)
+
+    def _later(
+        self, record: RunRecord | None, call: _Invocation, message: JobMessage, delay: int, outcome: RouteOutcome
+    ) -> RouteResult:
+        """Re-send `message` `delay` seconds ahead (the original is deleted), the run's announce
+        deadline covering that delivery first (the reconciler would otherwise announce it again)."""
+        if record is not None:
+            extended = announcement_to_extend(record.announce_deadline, call.now, delay)
+            if extended is not None:  # before the re-send: a failed write must not leave two copies
+                self._store.extend_announcement(record.run, extended)
+        self._defer(message, delay)
+        return RouteResult(outcome, call.name)
 
     def _still_full(self, call: _Invocation) -> bool:
         """A message that waited before: while every slot is still held by others, renew the run's

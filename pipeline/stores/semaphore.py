@@ -1,10 +1,17 @@
-"""The concurrency semaphore: `active_count` plus one attribute per holder, on one item.
+"""The concurrency semaphore: `active_count` plus a map of holders, on one item.
 
-Each acquire stores the holder (the execution name) with its acquire time and increments
-`active_count` in the same conditional UpdateItem; release removes the holder and decrements
-only if the holder was present. Both are idempotent, so `active_count` equals the number of
-holders and a duplicate event can never push admission above the max (DESIGN.md §3).
+Each acquire puts the holder (the execution name) with its acquire time into the `holders` map
+and increments `active_count` in the same conditional UpdateItem; release removes the holder and
+decrements only if the holder was present. Both are idempotent, so `active_count` equals the
+number of holders and a duplicate event can never push admission above the max (DESIGN.md §3).
+Admission is bounded twice, by the count *and* by the holders themselves (`size(holders) < :max`):
+a count set below its holders by hand cannot let more executions in than the max.
 `version` increases on every write so the reconciler can make its repairs conditional.
+
+A path under a map that does not exist cannot be written (DynamoDB: ValidationException), so the
+first holder ever writes the map whole. Items from before the map kept each holder in its own
+attribute (`h#<name>`): the first write that meets such an item moves them into the map (one
+write conditional on the version read), then does what it came for.
 
 The router does not take or give back a slot on its own: it takes the slot and freezes the run
 in one transaction (`admit`), carries on under a slot another invocation took (`adopt`), and
@@ -23,20 +30,39 @@ from typing import Any
 from pipeline.aws import error_code
 from pipeline.config import SEMAPHORE_KEY
 
-HOLDER_PREFIX = "h#"
+HOLDERS = "holders"  # the map attribute: execution name -> acquire time (ISO-8601)
+LEGACY_HOLDER_PREFIX = "h#"  # before the map, each holder was an attribute of its own
 CONDITION_FAILED = "ConditionalCheckFailed"  # a transaction item's cancellation reason code
 CONFLICT_CODES = frozenset({"TransactionConflict", "None"})
+MISSING_PATH = "document path"  # in DynamoDB's message for a path under a map that does not exist
 
-# Take a slot: record the holder and count it, unless it is held already or every slot is taken.
-_ACQUIRE_UPDATE = "SET #h = :now ADD active_count :one, version :one"
-_ACQUIRE_CONDITION = "attribute_not_exists(#h) AND (attribute_not_exists(active_count) OR active_count < :max)"
+# Take a slot: record the holder and count it, unless it is held already or every slot is taken,
+# by the count or by the holders (either may be wrong; the max holds whichever is).
+_ACQUIRE_UPDATE = "SET #hs.#h = :now ADD active_count :one, version :one"
+_ACQUIRE_CONDITION = (
+    "attribute_exists(#hs) AND attribute_not_exists(#hs.#h) AND attribute_not_exists(#lh)"
+    " AND size(#hs) < :max AND (attribute_not_exists(active_count) OR active_count < :max)"
+)
+# The first holder ever: no map yet, so the map is written whole (with no holder, size 0 < max).
+_FIRST_ACQUIRE_UPDATE = "SET #hs = :first ADD active_count :one, version :one"
+_FIRST_ACQUIRE_CONDITION = (
+    "attribute_not_exists(#hs) AND attribute_not_exists(#lh)"
+    " AND (attribute_not_exists(active_count) OR active_count < :max)"
+)
 # Give a slot back: drop the holder and uncount it; the floor variant for a count that drifted to 0.
-_RELEASE_UPDATE = "REMOVE #h ADD active_count :minus, version :one"
-_RELEASE_CONDITION = "attribute_exists(#h) AND active_count > :zero"
-_RELEASE_AT_FLOOR_UPDATE = "REMOVE #h ADD version :one"
-_RELEASE_AT_FLOOR_CONDITION = "attribute_exists(#h) AND (attribute_not_exists(active_count) OR active_count <= :zero)"
+_RELEASE_UPDATE = "REMOVE #hs.#h ADD active_count :minus, version :one"
+_RELEASE_CONDITION = "attribute_exists(#hs.#h) AND active_count > :zero"
+_RELEASE_AT_FLOOR_UPDATE = "REMOVE #hs.#h ADD version :one"
+_RELEASE_AT_FLOOR_CONDITION = "attribute_exists(#hs.#h) AND (attribute_not_exists(active_count) OR active_count <= :zero)"
+# Every slot is taken and none by this holder (a ConditionCheck: the capacity wait's "still full?").
+_FULL_CONDITION = (
+    "attribute_not_exists(#hs.#h) AND attribute_not_exists(#lh)"
+    " AND (active_count >= :max OR (attribute_exists(#hs) AND size(#hs) >= :max))"
+)
 # A release's two calls are retried while a write between them moved the count (see release).
 RELEASE_ROUNDS = 3
+# Tries of one write that met an item of the other shape (no map yet, or holders to migrate).
+SHAPE_ROUNDS = 3
 
 
 class AcquireResult(StrEnum):
@@ -78,16 +104,84 @@ class SemaphoreState:
     def from_item(cls, item: Mapping[str, Any] | None) -> SemaphoreState:
         if not item:
             return cls(active_count=0, holders={}, version=0)
-        holders = {
-            name[len(HOLDER_PREFIX) :]: value["S"]
-            for name, value in item.items()
-            if name.startswith(HOLDER_PREFIX) and "S" in value
-        }
         return cls(
             active_count=int(item.get("active_count", {}).get("N", "0")),
-            holders=holders,
+            holders=holders_of(item),
             version=int(item.get("version", {}).get("N", "0")),
         )
+
+
+# -- the item's shape (pure) ------------------------------------------------------------------------
+
+
+def has_map(item: Mapping[str, Any]) -> bool:
+    return "M" in item.get(HOLDERS, {})
+
+
+def legacy_holders(item: Mapping[str, Any]) -> dict[str, str]:
+    """Holders kept as attributes of their own (items written before the map)."""
+    return {
+        name[len(LEGACY_HOLDER_PREFIX) :]: value["S"]
+        for name, value in item.items()
+        if name.startswith(LEGACY_HOLDER_PREFIX) and "S" in value
+    }
+
+
+def holders_of(item: Mapping[str, Any]) -> dict[str, str]:
+    """Every holder the item names: the map's, and any still kept as attributes (the map wins)."""
+    mapped = {name: value["S"] for name, value in item.get(HOLDERS, {}).get("M", {}).items() if "S" in value}
+    return {**legacy_holders(item), **mapped}
+
+
+def needs_migration(item: Mapping[str, Any], holder: str) -> bool:
+    """The item keeps `holder`, or (with no map yet) any holder, in an attribute of its own: no
+    decision about `holder` may rest on it before those holders are in the map."""
+    legacy = legacy_holders(item)
+    return holder in legacy or (bool(legacy) and not has_map(item))
+
+
+def migration_update(table: str, key: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The UpdateItem that moves the item's attribute holders into the map, conditional on the
+    item being exactly as read (its version); None when there is nothing to move. Pure.
+
+    Writes the map whole when there is none, else adds the entries it lacks (a name in both keeps
+    the map's stamp). Bumps `version`, as every write does; leaves `active_count` as it is.
+    """
+    legacy = legacy_holders(item)
+    if not legacy:
+        return None
+    names: dict[str, str] = {"#hs": HOLDERS}
+    values: dict[str, Any] = {":one": {"N": "1"}}
+    removes = []
+    for i, name in enumerate(sorted(legacy)):
+        names[f"#l{i}"] = LEGACY_HOLDER_PREFIX + name
+        removes.append(f"#l{i}")
+    mapped = item.get(HOLDERS, {}).get("M", {})
+    if has_map(item):
+        sets = []
+        for i, name in enumerate(sorted(set(legacy) - set(mapped))):
+            names[f"#n{i}"], values[f":v{i}"] = name, {"S": legacy[name]}
+            sets.append(f"#hs.#n{i} = :v{i}")
+        condition = "attribute_exists(#hs)"
+    else:
+        sets = ["#hs = :m"]
+        values[":m"] = {"M": {name: {"S": stamp} for name, stamp in legacy.items()}}
+        condition = "attribute_not_exists(#hs)"
+    version = item.get("version", {}).get("N")
+    if version is None:
+        condition += " AND attribute_not_exists(version)"
+    else:
+        condition += " AND version = :seen"
+        values[":seen"] = {"N": version}
+    update = (f"SET {', '.join(sets)} " if sets else "") + f"REMOVE {', '.join(removes)} ADD version :one"
+    return {
+        "TableName": table,
+        "Key": dict(key),
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
 
 
 @dataclass(frozen=True)
@@ -96,6 +190,7 @@ class Cancellation:
 
     code: str
     item: Mapping[str, Any] | None = None
+    message: str = ""
 
     @property
     def condition_failed(self) -> bool:
@@ -107,10 +202,10 @@ def cancellations(exc: BaseException) -> list[Cancellation] | None:
     if error_code(exc) != "TransactionCanceledException":
         return None
     reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
-    return [Cancellation(str(r.get("Code") or "None"), r.get("Item")) for r in reasons]
+    return [Cancellation(str(r.get("Code") or "None"), r.get("Item"), str(r.get("Message") or "")) for r in reasons]
 
 
-def joint_outcome(semaphore: Cancellation, guard: Cancellation, holder_attribute: str, *, acquiring: bool) -> JointWrite:
+def joint_outcome(semaphore: Cancellation, guard: Cancellation, holder: str, *, acquiring: bool) -> JointWrite:
     """Why a transaction over (semaphore item, guard item) was cancelled. Pure.
 
     A refused guard wins: the caller decided on a view of the run that no longer holds, so what
@@ -121,13 +216,18 @@ def joint_outcome(semaphore: Cancellation, guard: Cancellation, holder_attribute
     if guard.condition_failed:
         return JointWrite.GUARD_REFUSED
     if semaphore.condition_failed:
-        held = holder_attribute in (semaphore.item or {})
+        held = holder in holders_of(semaphore.item or {})
         if acquiring:
             return JointWrite.ALREADY_HELD if held else JointWrite.AT_CAPACITY
         return JointWrite.NOT_HELD
     if {semaphore.code, guard.code} <= CONFLICT_CODES:
         return JointWrite.CONFLICT
     raise TransactionCancelledError(f"transaction cancelled: {semaphore.code}, {guard.code}")
+
+
+def _missing_path(code: str, message: str) -> bool:
+    """DynamoDB refused a write to a path under a map the item does not have."""
+    return code in ("ValidationException", "ValidationError") and MISSING_PATH in message
 
 
 class Semaphore:
@@ -146,22 +246,26 @@ class Semaphore:
     # -- single-item operations (tracker, batch trigger, reconciler, tests) ---------------------
 
     def acquire(self, holder: str, acquired_at: str, max_slots: int) -> AcquireResult:
-        try:
-            self._client.update_item(**self._acquire_update(holder, acquired_at, max_slots))
-        except Exception as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            old = getattr(exc, "response", {}).get("Item") or {}
-            if HOLDER_PREFIX + holder in old:
-                return AcquireResult.ALREADY_HELD
-            return AcquireResult.AT_CAPACITY
-        return AcquireResult.ACQUIRED
+        """ACQUIRED, ALREADY_HELD or AT_CAPACITY (also when the item kept changing shape: nothing written)."""
+        first = False
+        for _ in range(SHAPE_ROUNDS):
+            old = self._update(self._acquire_update(holder, acquired_at, max_slots, first=first))
+            if old is None:
+                return AcquireResult.ACQUIRED
+            if needs_migration(old, holder):
+                self.migrate()
+                continue
+            if has_map(old) == first:  # the write did not fit the item's shape: the other one does
+                first = not first
+                continue
+            return AcquireResult.ALREADY_HELD if holder in holders_of(old) else AcquireResult.AT_CAPACITY
+        return AcquireResult.AT_CAPACITY
 
     def release(self, holder: str) -> ReleaseResult:
         return self._release_with_floor(holder, self._release_update, lambda held: held is not None)
 
     def _release_with_floor(
-        self, holder: str, build: Callable[..., dict[str, Any]], ours: Callable[[Mapping[str, Any] | None], bool]
+        self, holder: str, build: Callable[..., dict[str, Any]], ours: Callable[[str | None], bool]
     ) -> ReleaseResult:
         """Drop `holder` and uncount it; at a count that drifted to zero, drop it without a unit.
 
@@ -171,21 +275,35 @@ class Semaphore:
         its holders by this race.
         """
         for _ in range(RELEASE_ROUNDS):
+            old: Mapping[str, Any] = {}
             for at_floor in (False, True):
-                try:
-                    self._client.update_item(**build(holder, at_floor=at_floor), ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                refused = self._update(build(holder, at_floor=at_floor))
+                if refused is None:
                     return ReleaseResult.RELEASED
-                except Exception as exc:
-                    if error_code(exc) != "ConditionalCheckFailedException":
-                        raise
-                    old = getattr(exc, "response", {}).get("Item") or {}
-            if not ours(old.get(HOLDER_PREFIX + holder)):
+                old = refused
+            if needs_migration(old, holder):
+                self.migrate()
+                continue
+            if not ours(holders_of(old).get(holder)):
                 return ReleaseResult.NOT_HELD  # a duplicate release (or, observed, a re-stamped holder)
         return ReleaseResult.NOT_HELD
 
     def read(self) -> SemaphoreState:
-        response = self._client.get_item(TableName=self._table, Key=self._key, ConsistentRead=True)
-        return SemaphoreState.from_item(response.get("Item"))
+        return SemaphoreState.from_item(self._get())
+
+    def migrate(self) -> bool:
+        """Move holders kept as attributes of their own into the map (items from before it).
+
+        Conditional on the version read, so a write in between makes it read and try again. True
+        if this call moved them; False if there was nothing to move (or it kept losing races).
+        """
+        for _ in range(SHAPE_ROUNDS):
+            request = migration_update(self._table, self._key, self._get())
+            if request is None:
+                return False
+            if self._update(request) is None:
+                return True
+        return False
 
     # -- the reconciler's repairs: each conditional on exactly what it observed ------------------
 
@@ -198,11 +316,11 @@ class Semaphore:
 
         def observed(name: str, *, at_floor: bool) -> dict[str, Any]:
             update = self._release_update(name, at_floor=at_floor)
-            update["ConditionExpression"] = update["ConditionExpression"].replace("attribute_exists(#h)", "#h = :seen")
+            update["ConditionExpression"] = update["ConditionExpression"].replace("attribute_exists(#hs.#h)", "#hs.#h = :seen")
             update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], ":seen": {"S": acquired_at}}
             return update
 
-        return self._release_with_floor(holder, observed, lambda held: held == {"S": acquired_at})
+        return self._release_with_floor(holder, observed, lambda held: held == acquired_at)
 
     def set_count(self, active_count: int, expected_version: int) -> bool:
         """Set `active_count` (to the number of holders) if nothing wrote the item since it was read.
@@ -236,7 +354,9 @@ class Semaphore:
 
         DONE, ALREADY_HELD, AT_CAPACITY, GUARD_REFUSED or CONFLICT; only DONE wrote anything.
         """
-        return self._joint(self._acquire_update(holder, acquired_at, max_slots), guard, holder, acquiring=True)
+        return self._joint(
+            lambda first: self._acquire_update(holder, acquired_at, max_slots, first=first), guard, holder, acquiring=True
+        )
 
     def adopt(self, holder: str, adopted_at: str, guard: Mapping[str, Any]) -> JointWrite:
         """Carry on under a slot `holder` already has: re-stamp it and write `guard`, atomically.
@@ -248,12 +368,12 @@ class Semaphore:
         update = {
             "TableName": self._table,
             "Key": self._key,
-            "UpdateExpression": "SET #h = :now ADD version :one",
-            "ConditionExpression": "attribute_exists(#h)",
-            "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+            "UpdateExpression": "SET #hs.#h = :now ADD version :one",
+            "ConditionExpression": "attribute_exists(#hs.#h)",
+            "ExpressionAttributeNames": {"#hs": HOLDERS, "#h": holder},
             "ExpressionAttributeValues": {":now": {"S": adopted_at}, ":one": {"N": "1"}},
         }
-        return self._joint(update, guard, holder, acquiring=False)
+        return self._joint(lambda _: update, guard, holder, acquiring=False)
 
     def release_if(self, holder: str, guard: Mapping[str, Any]) -> JointWrite:
         """Give `holder`'s slot back only if `guard` (usually a ConditionCheck) holds, atomically.
@@ -263,7 +383,8 @@ class Semaphore:
         """
         for _ in range(RELEASE_ROUNDS):
             for at_floor in (False, True):
-                outcome = self._joint(self._release_update(holder, at_floor=at_floor), guard, holder, acquiring=False)
+                update = self._release_update(holder, at_floor=at_floor)
+                outcome = self._joint(lambda _, update=update: update, guard, holder, acquiring=False)
                 if outcome is not JointWrite.NOT_HELD:
                     return outcome
             if holder not in self.read().holders:  # the count moved between the two, not the holder
@@ -271,8 +392,9 @@ class Semaphore:
         return JointWrite.NOT_HELD
 
     def while_full(self, holder: str, max_slots: int, guard: Mapping[str, Any]) -> JointWrite:
-        """Write `guard` only while every slot is held and none by `holder`, atomically: a message
-        that waits for capacity learns it still must, and renews its run's lease, in one call.
+        """Write `guard` only while every slot is held (by the count or by the holders) and none by
+        `holder`, atomically: a message that waits for capacity learns it still must, and renews
+        its run's lease, in one call.
 
         Writes nothing to the semaphore. DONE, SLOT_FREE, GUARD_REFUSED or CONFLICT.
         """
@@ -280,8 +402,8 @@ class Semaphore:
             "ConditionCheck": {
                 "TableName": self._table,
                 "Key": self._key,
-                "ConditionExpression": "attribute_not_exists(#h) AND active_count >= :max",
-                "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+                "ConditionExpression": _FULL_CONDITION,
+                "ExpressionAttributeNames": {"#hs": HOLDERS, "#h": holder, "#lh": LEGACY_HOLDER_PREFIX + holder},
                 "ExpressionAttributeValues": {":max": {"N": str(max_slots)}},
             }
         }
@@ -303,19 +425,45 @@ class Semaphore:
 
     # -- building blocks ------------------------------------------------------------------------
 
-    def _acquire_update(self, holder: str, acquired_at: str, max_slots: int) -> dict[str, Any]:
+    def _get(self) -> dict[str, Any]:
+        response = self._client.get_item(TableName=self._table, Key=self._key, ConsistentRead=True)
+        return response.get("Item") or {}
+
+    def _update(self, request: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """One conditional UpdateItem: None if it wrote, else the item as it was (ALL_OLD; {} for
+        none). A path under a missing map refused before the condition is read the same way."""
+        try:
+            self._client.update_item(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except Exception as exc:
+            code = error_code(exc)
+            if code == "ConditionalCheckFailedException":
+                return getattr(exc, "response", {}).get("Item") or {}
+            message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
+            if not _missing_path(code, message):
+                raise
+            item = self._get()
+            if has_map(item):
+                raise
+            return item
+        return None
+
+    def _acquire_update(self, holder: str, acquired_at: str, max_slots: int, *, first: bool = False) -> dict[str, Any]:
+        names = {"#hs": HOLDERS, "#lh": LEGACY_HOLDER_PREFIX + holder}
+        values: dict[str, Any] = {":one": {"N": "1"}, ":max": {"N": str(max_slots)}}
+        if first:
+            update, condition = _FIRST_ACQUIRE_UPDATE, _FIRST_ACQUIRE_CONDITION
+            values[":first"] = {"M": {holder: {"S": acquired_at}}}
+        else:
+            update, condition = _ACQUIRE_UPDATE, _ACQUIRE_CONDITION
+            names["#h"] = holder
+            values[":now"] = {"S": acquired_at}
         return {
             "TableName": self._table,
             "Key": self._key,
-            "UpdateExpression": _ACQUIRE_UPDATE,
-            "ConditionExpression": _ACQUIRE_CONDITION,
-            "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
-            "ExpressionAttributeValues": {
-                ":now": {"S": acquired_at},
-                ":one": {"N": "1"},
-                ":max": {"N": str(max_slots)},
-            },
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
 
     def _release_update(self, holder: str, *, at_floor: bool = False) -> dict[str, Any]:
@@ -330,21 +478,52 @@ class Semaphore:
             "Key": self._key,
             "UpdateExpression": update,
             "ConditionExpression": condition,
-            "ExpressionAttributeNames": {"#h": HOLDER_PREFIX + holder},
+            "ExpressionAttributeNames": {"#hs": HOLDERS, "#h": holder},
             "ExpressionAttributeValues": values,
         }
 
-    def _joint(self, update: Mapping[str, Any], guard: Mapping[str, Any], holder: str, *, acquiring: bool) -> JointWrite:
-        semaphore_update = {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        try:
-            self._client.transact_write_items(TransactItems=[{"Update": semaphore_update}, dict(guard)])
-        except Exception as exc:
-            reasons = cancellations(exc)
-            if reasons is None:
-                raise
+    def _joint(
+        self, build: Callable[[bool], Mapping[str, Any]], guard: Mapping[str, Any], holder: str, *, acquiring: bool
+    ) -> JointWrite:
+        """One transaction over the semaphore item (`build(first)`) and `guard`. An item of the
+        other shape (no map yet, or holders to migrate) is brought to this one and tried again."""
+        first = False
+        for _ in range(SHAPE_ROUNDS):
+            semaphore_update = {**build(first), "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+            try:
+                self._client.transact_write_items(TransactItems=[{"Update": semaphore_update}, dict(guard)])
+                return JointWrite.DONE
+            except Exception as exc:
+                semaphore, guard_reason = self._reasons(exc)
+            if semaphore.condition_failed and not guard_reason.condition_failed:
+                old = semaphore.item or {}
+                if needs_migration(old, holder):
+                    self.migrate()
+                    continue
+                if acquiring and has_map(old) == first:
+                    first = not first
+                    continue
+            return joint_outcome(semaphore, guard_reason, holder, acquiring=acquiring)
+        return JointWrite.CONFLICT  # the item kept changing shape: look again
+
+    def _reasons(self, exc: Exception) -> tuple[Cancellation, Cancellation]:
+        """(semaphore reason, guard reason) of a refused transaction. A path under a missing map
+        (a ValidationException, or in a cancellation a ValidationError) reads as the semaphore's
+        condition failing on the item as it is; any other error is raised."""
+        reasons = cancellations(exc)
+        if reasons is None:
+            message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
+            if not _missing_path(error_code(exc), message):
+                raise exc
+            semaphore, guard_reason = Cancellation("ValidationError", message=message), Cancellation("None")
+        else:
             semaphore, guard_reason = _pad(reasons)
-            return joint_outcome(semaphore, guard_reason, HOLDER_PREFIX + holder, acquiring=acquiring)
-        return JointWrite.DONE
+        if _missing_path(semaphore.code, semaphore.message):
+            item = self._get()
+            if has_map(item):
+                raise exc
+            semaphore = Cancellation(CONDITION_FAILED, item)
+        return semaphore, guard_reason
 
 
 def _pad(reasons: Sequence[Cancellation]) -> tuple[Cancellation, Cancellation]:

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
-from pipeline.stores.semaphore import JointWrite, ReleaseResult, Semaphore
+from pipeline.stores.semaphore import AcquireResult, JointWrite, ReleaseResult, Semaphore
 from pipeline.stores.tracking import TrackingStore
 from tests.property.memory import MemorySemaphore, MemoryTrackingStore
 
@@ -52,6 +52,41 @@ def semaphore_scenario(sem: Any) -> list[Any]:
     step(sem.release("e"))  # the floor again, by holder
     step(sem.set_count(0, 0))  # version 0 expected, the item has a version: refused
     return seen
+
+
+def below_scenario(sem: Any, store: Any) -> list[Any]:
+    """A count set below its holders (-3 at max 2): admission is bounded by the holders as well."""
+    seen: list[Any] = []
+
+    def step(outcome: Any) -> None:
+        seen.append((outcome, sem.read()))
+
+    at = [NOW + timedelta(seconds=s) for s in range(10)]
+    store.create_run(RUN, ["claims/a.txt"], "in", at[0])
+    step(sem.acquire("a", T[1], 2))
+    step(sem.acquire("b", T[1], 2))
+    step(sem.set_count(-3, sem.read().version))
+    step(sem.acquire("c", T[2], 2))  # two holders: at capacity, whatever the count
+    step(sem.admit("c", T[2], 2, store.admission_item(RUN, at[2], "t1", expected_status=JobStatus.QUEUED)))
+    step(sem.while_full("c", 2, store.lease_item(RUN, at[3])))  # still full for it
+    step(sem.release("a"))  # at the floor: the holder goes, the count stays
+    step(sem.admit("c", T[3], 2, store.admission_item(RUN, at[3], "t2", expected_status=JobStatus.QUEUED)))
+    step(sem.acquire("d", T[4], 2))
+    return seen
+
+
+def test_a_count_below_its_holders_gives_the_same_results_and_states(real) -> None:
+    expected, got = below_scenario(*real), below_scenario(MemorySemaphore(), MemoryTrackingStore())
+    assert got == expected
+    assert [outcome for outcome, _ in expected][3:] == [
+        AcquireResult.AT_CAPACITY,
+        JointWrite.AT_CAPACITY,
+        JointWrite.DONE,
+        ReleaseResult.RELEASED,
+        JointWrite.DONE,
+        AcquireResult.AT_CAPACITY,
+    ]
+    assert expected[-1][1].active_count == -2 and set(expected[-1][1].holders) == {"b", "c"}
 
 
 def joint_scenario(sem: Any, store: Any) -> list[Any]:

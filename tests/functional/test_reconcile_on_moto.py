@@ -123,8 +123,8 @@ def test_a_holder_restamped_after_the_observation_is_a_lost_race_not_a_release(w
     world["ddb"].update_item(
         TableName=world["resources"].coordination_table,
         Key={"doc_key": {"S": "workflow_counter"}},
-        UpdateExpression="SET #h = :now ADD version :one",
-        ExpressionAttributeNames={"#h": f"h#{run.execution_name}"},
+        UpdateExpression="SET holders.#h = :now ADD version :one",
+        ExpressionAttributeNames={"#h": run.execution_name},
         ExpressionAttributeValues={":now": {"S": format_timestamp(datetime.now(UTC))}, ":one": {"N": "1"}},
     )
     [release, *_] = reconciler.act(decided.actions, apply=True)

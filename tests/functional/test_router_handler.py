@@ -9,9 +9,10 @@ import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 
+from pipeline.config import CURRENT_FUNCTION
 from pipeline.handlers import router
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
-from pipeline.routing import waited
+from pipeline.routing import Router, waited
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
@@ -241,3 +242,79 @@ def test_every_failed_record_of_a_mixed_batch_leaves_one_log_line_and_a_metric(
     assert tracking(resources).get_run(good.run).status is JobStatus.IN_PROGRESS  # type: ignore[union-attr]
     state = semaphore(resources).read()
     assert set(state.holders) == {good.run.execution_name}  # the refused start gave its slot back
+
+
+# -- a run still filling: its record is re-sent shortly, the batch's others unaffected ---------------
+
+
+def handler_router(lambda_context) -> Router:
+    """The Router the handler uses (its collaborators are built per function)."""
+    token = CURRENT_FUNCTION.set(lambda_context.function_name)
+    try:
+        return router.router()
+    finally:
+        CURRENT_FUNCTION.reset(token)
+
+
+def keep_filling(monkeypatch: pytest.MonkeyPatch, resources, lambda_context, message: JobMessage) -> None:
+    """After each of the router's looks at `message`'s run, one more file joins it (ingest)."""
+    store = handler_router(lambda_context)._store
+    real = store.get_run_and_slots
+    joined = 0
+
+    def look(run: RunRef, semaphore: Semaphore):
+        nonlocal joined
+        seen = real(run, semaphore)
+        if run == message.run:
+            joined += 1
+            resources.client("dynamodb").update_item(
+                TableName=resources.tracking_table,
+                Key={"job_id": {"S": run.job_id}, "started_at": {"S": run.started_at}},
+                UpdateExpression="ADD files :k",
+                ExpressionAttributeValues={":k": {"SS": [f"{run.job_id}late{joined}.txt"]}},
+            )
+        return seen
+
+    monkeypatch.setattr(store, "get_run_and_slots", look)
+
+
+def delayed(resources) -> int:
+    attributes = resources.client("sqs").get_queue_attributes(
+        QueueUrl=resources.main_queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def test_a_run_still_filling_is_re_sent_with_a_delay_and_fails_nothing(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch, error_lines
+) -> None:
+    filling = queued_run(resources, "folder/", ["folder/a.txt"])
+    other = queued_run(resources, "claims/", ["claims/a.txt"], second=1)
+    keep_filling(monkeypatch, resources, lambda_context, filling)
+
+    assert deliver(resources, lambda_context, filling, other) == {"batchItemFailures": []}
+
+    assert delayed(resources) == 1  # the filling run's message, back after the short delay
+    assert drain_queue(resources.client("sqs"), resources.main_queue_url) == []  # not at once
+    assert tracking(resources).get_run(filling.run).status is JobStatus.QUEUED  # type: ignore[union-attr]
+    assert [e["name"] for e in running_executions(resources)] == [other.run.execution_name]
+    assert error_lines() == []
+
+
+def test_a_re_send_that_fails_fails_only_its_own_record(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch, error_lines
+) -> None:
+    filling = queued_run(resources, "folder/", ["folder/a.txt"])
+    other = queued_run(resources, "claims/", ["claims/a.txt"], second=1)
+    keep_filling(monkeypatch, resources, lambda_context, filling)
+
+    def unreachable(message: JobMessage, delay: int) -> None:
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "later"}}, "SendMessage")
+
+    monkeypatch.setattr(handler_router(lambda_context), "_defer", unreachable)
+
+    result = deliver(resources, lambda_context, filling, other, ids=["filling", "other"])
+
+    assert result == {"batchItemFailures": [{"itemIdentifier": "filling"}]}
+    assert [line["reason"] for line in error_lines()] == ["aws_error"]
+    assert [e["name"] for e in running_executions(resources)] == [other.run.execution_name]

@@ -24,11 +24,12 @@ from pipeline.config import load_settings
 from pipeline.jobs import JobMessage, RunRef, execution_arn, format_timestamp
 from pipeline.queue import JobQueue
 from pipeline.routing import (
+    MAX_LOOKS,
     InconsistentRunError,
-    RouteContentionError,
     RouteOutcome,
     Router,
     StartExecutionError,
+    resend_delay,
     waited,
     waits_of,
 )
@@ -292,12 +293,102 @@ def test_a_run_past_in_progress_with_no_execution_is_reported_not_restarted(reso
     assert_slots(resources)
 
 
-def test_a_run_that_keeps_moving_gives_up_after_a_few_looks(resources) -> None:
+# -- a run that keeps changing under the router: re-sent shortly, never failed ----------------------
+
+
+def after_every_call(target: Any, method: str, step: Callable[[int], Any]) -> None:
+    """Run `step(n)` right after the n-th call of `target.method` returns, for every call."""
+    original = getattr(target, method)
+    calls = 0
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        result = original(*args, **kwargs)
+        calls += 1
+        step(calls)
+        return result
+
+    setattr(target, method, wrapped)
+
+
+def recording_sends(router: Router) -> list[tuple[JobMessage, int]]:
+    """The router's re-sends (message, delay), still sent to the queue."""
+    sends: list[tuple[JobMessage, int]] = []
+    send = router._defer
+
+    def defer(message: JobMessage, delay: int) -> None:
+        sends.append((message, delay))
+        send(message, delay)
+
+    router._defer = defer  # type: ignore[method-assign]
+    return sends
+
+
+def test_a_folder_still_filling_is_re_sent_shortly_not_failed(resources) -> None:
+    """A file joins the run after each of the router's looks (a folder still uploading after its
+    settle delay): every admission is refused, and the message comes back after the short delay
+    instead of raising (and returning only after the queue's visibility timeout)."""
+    message = queued_run(resources)
+    a = make_router(resources)
+    after_every_call(a._store, "get_run_and_slots", lambda n: add_file(resources, message.run, f"claims/late{n}.txt"))
+    sends = recording_sends(a)
+
+    result = route(a, message)
+
+    assert result.outcome is RouteOutcome.RESENT
+    assert sends == [(message, resend_delay(a._settings))]  # not a capacity wait: no wait counted
+    assert waits_of(sends[0][0]) == 0
+    record = tracking(resources).get_run(message.run)
+    assert record is not None and record.status is JobStatus.QUEUED and len(record.files) == 1 + MAX_LOOKS
+    # The run stays announced across the delay (the reconciler does not send it again meanwhile).
+    assert record.announce_deadline >= format_timestamp(NOW + timedelta(seconds=resend_delay(a._settings)))
+    assert_slots(resources)
+    assert running(resources) == []
+
+
+def test_the_re_sent_message_starts_the_run_with_every_file_once_it_settles(resources) -> None:
+    message = queued_run(resources)
+    a = make_router(resources)
+    after_every_call(a._store, "get_run_and_slots", lambda n: add_file(resources, message.run, f"claims/late{n}.txt"))
+    sends = recording_sends(a)
+    route(a, message)
+    [(again, _)] = sends
+    seen: dict[str, Any] = {}
+    b = make_router(resources)
+    original = b._sfn.start_execution
+
+    def start(**kwargs: Any) -> Any:
+        seen.update(json.loads(kwargs["input"]))
+        return original(**kwargs)
+
+    b._sfn.start_execution = start
+
+    assert route(b, again).outcome is RouteOutcome.STARTED
+    assert len(seen["files"]) == 1 + MAX_LOOKS
+    assert_slots(resources, message.run.execution_name)
+
+
+def test_a_semaphore_item_other_routers_keep_busy_is_re_sent_too(resources) -> None:
     message = queued_run(resources)
     a = make_router(resources)
     a._semaphore.admit = lambda *args, **kwargs: JointWrite.CONFLICT  # type: ignore[method-assign]
-    with pytest.raises(RouteContentionError):
-        route(a, message)
+    sends = recording_sends(a)
+    assert route(a, message).outcome is RouteOutcome.RESENT
+    assert [delay for _, delay in sends] == [resend_delay(a._settings)]
+    assert_slots(resources)
+
+
+def test_a_run_that_settles_between_two_looks_is_admitted_without_a_re_send(resources) -> None:
+    message = queued_run(resources)
+    a = make_router(resources)
+    after_every_call(
+        a._store,
+        "get_run_and_slots",
+        lambda n: add_file(resources, message.run, f"claims/late{n}.txt") if n < MAX_LOOKS else None,
+    )
+    sends = recording_sends(a)
+    assert route(a, message).outcome is RouteOutcome.STARTED
+    assert sends == []
 
 
 # -- 2. StartExecution refused, or its answer lost -------------------------------------------
@@ -499,3 +590,44 @@ def test_a_slot_freed_between_the_read_and_the_wait_costs_one_more_wait_not_a_lo
     [again] = resent(resources)
     assert route(make_router(resources), again).outcome is RouteOutcome.STARTED
     assert_slots(resources, message.run.execution_name)
+
+
+# -- 5. a count set below its holders: the holders bound admission too ---------------------------
+
+
+def hand_set_count(resources, value: int) -> None:
+    resources.client("dynamodb").update_item(
+        TableName=resources.coordination_table,
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :v",
+        ExpressionAttributeValues={":v": {"N": str(value)}},
+    )
+
+
+def test_a_count_hand_set_below_its_holders_starts_no_run_beyond_the_max(resources) -> None:
+    first, second, third = (queued_run(resources, f"job{i}/", (f"job{i}/a.txt",)) for i in range(3))
+    assert route(make_router(resources, 2), first).outcome is RouteOutcome.STARTED
+    assert route(make_router(resources, 2), second).outcome is RouteOutcome.STARTED
+    hand_set_count(resources, -3)
+
+    assert route(make_router(resources, 2), third).outcome is RouteOutcome.WAITING
+
+    assert running(resources) == sorted([first.run.execution_name, second.run.execution_name])
+
+
+def test_a_count_hand_set_below_after_the_router_read_is_refused_by_the_holders(resources) -> None:
+    """The router reads one holder (a slot free), then a second run starts and the count is set to
+    -3: the admission itself, not only the read, is bounded by the holders."""
+    first, second, third = (queued_run(resources, f"job{i}/", (f"job{i}/a.txt",)) for i in range(3))
+    assert route(make_router(resources, 2), first).outcome is RouteOutcome.STARTED
+    c = make_router(resources, 2)
+
+    def meanwhile() -> None:
+        assert route(make_router(resources, 2), second).outcome is RouteOutcome.STARTED
+        hand_set_count(resources, -3)
+
+    after_first_call(c._store, "get_run_and_slots", meanwhile)
+
+    assert route(c, third).outcome is RouteOutcome.WAITING
+    assert len(running(resources)) == 2
+    assert third.run.execution_name not in semaphore(resources).read().holders

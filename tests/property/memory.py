@@ -61,7 +61,11 @@ class MemoryGuard:
 
 
 class MemorySemaphore:
-    """One semaphore item: `active_count`, `version` (None: attribute absent) and the holders."""
+    """One semaphore item: `active_count`, `version` (None: attribute absent) and the holders.
+
+    The item's shape is not modelled: the real store's first acquire (no map yet) and its
+    migration of holders from before the map are extra calls here left out (same results).
+    """
 
     def __init__(self, hook: Hook = no_hook, listener: Listener | None = None) -> None:
         self.active_count: int | None = None
@@ -73,17 +77,22 @@ class MemorySemaphore:
     # -- conditions and writes, as the real expressions say them --------------------------------
 
     def _can_acquire(self, holder: str, max_slots: int) -> bool:
-        # attribute_not_exists(#h) AND (attribute_not_exists(active_count) OR active_count < :max)
-        return holder not in self.holders and (self.active_count is None or self.active_count < max_slots)
+        # attribute_not_exists(#hs.#h) AND size(#hs) < :max
+        # AND (attribute_not_exists(active_count) OR active_count < :max)  (no map yet: size 0)
+        return (
+            holder not in self.holders
+            and len(self.holders) < max_slots
+            and (self.active_count is None or self.active_count < max_slots)
+        )
 
     def _acquire(self, holder: str, acquired_at: str) -> None:
-        # SET #h = :now ADD active_count :one, version :one
+        # SET #hs.#h = :now ADD active_count :one, version :one
         self.holders[holder] = acquired_at
         self.active_count = (self.active_count or 0) + 1
         self._bump()
 
     def _can_release(self, holder: str, *, at_floor: bool, seen: str | None = None) -> bool:
-        # attribute_exists(#h) [or #h = :seen] AND active_count > :zero, or at the floor:
+        # attribute_exists(#hs.#h) [or #hs.#h = :seen] AND active_count > :zero, or at the floor:
         # ... AND (attribute_not_exists(active_count) OR active_count <= :zero)
         present = holder in self.holders and (seen is None or self.holders[holder] == seen)
         if at_floor:
@@ -95,7 +104,7 @@ class MemorySemaphore:
         return holder in self.holders and (seen is None or self.holders[holder] == seen)
 
     def _release(self, holder: str, *, at_floor: bool) -> None:
-        # REMOVE #h ADD active_count :minus, version :one  |  REMOVE #h ADD version :one
+        # REMOVE #hs.#h ADD active_count :minus, version :one  |  REMOVE #hs.#h ADD version :one
         del self.holders[holder]
         if not at_floor:
             self.active_count = (self.active_count or 0) - 1
@@ -177,7 +186,7 @@ class MemorySemaphore:
         if not sem_ok:
             return JointWrite.NOT_HELD
         before = self.holders[holder]
-        self.holders[holder] = adopted_at  # SET #h = :now ADD version :one
+        self.holders[holder] = adopted_at  # SET #hs.#h = :now ADD version :one
         self._bump()
         guard.apply()
         self._tell("adopt", holder, before)
@@ -186,7 +195,9 @@ class MemorySemaphore:
     def while_full(self, holder: str, max_slots: int, guard: MemoryGuard) -> JointWrite:
         """The guard's write while every slot is held by others; the semaphore is only checked."""
         self.hook(f"semaphore.while_full {holder}")
-        full = holder not in self.holders and self.active_count is not None and self.active_count >= max_slots
+        # attribute_not_exists(#hs.#h) AND (active_count >= :max OR size(#hs) >= :max)
+        counted_full = self.active_count is not None and self.active_count >= max_slots
+        full = holder not in self.holders and (counted_full or len(self.holders) >= max_slots)
         if not guard.check():
             return JointWrite.GUARD_REFUSED
         if not full:

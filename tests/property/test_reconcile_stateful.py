@@ -24,7 +24,7 @@ Invariants, checked after every step and, by the backends' listeners, at the mom
   admitted (or adopted) it may still start under; a reconciler never releases a holder with no
   execution younger than the grace; a reconciler never marks FAILED a run whose execution runs;
 - an execution a router starts holds a slot as it starts, and the running executions holding a
-  slot never exceed the max (unless a hand edit put the count below the holders, until repaired);
+  slot never exceed the max (even after a hand edit put the count below the holders);
 - `active_count` is never negative; no write but a hand edit moves it away from its holders, and
   a count repair leaves it equal to them (so without hand edits count = holders, always);
 - every RUNNING execution a router started holds a slot; a plan never reports a router-started
@@ -61,7 +61,7 @@ from monitors.reconcile.model import ActionKind, FindingKind, Plan, ReconcileSet
 from monitors.reconcile.plan import plan
 from pipeline.config import Settings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
-from pipeline.routing import RouteContentionError, Router, StartExecutionError
+from pipeline.routing import Router, StartExecutionError
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.tracker import StatusChange, track
 from tests.property.memory import (
@@ -202,7 +202,6 @@ class ReconcileRaces(RuleBasedStateMachine):
         self.windows: dict[str, set[Process]] = {}  # routers that admitted a name and may still start it
         self.offset = 0  # active_count minus the holders: only a hand edit may make it other than 0
         self.stale_plans: list[tuple[Reconciler, Plan]] = []  # observed, not acted on yet
-        self.overfull = False  # a hand edit put the count below the holders: admission may pass the max
         self.main_actor = "world"
         self.serial = itertools.count(1)
         self.manual = 0
@@ -287,7 +286,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         if name not in self.semaphore.holders:
             self.violations.append(f"{self._actor()} started {name} without a slot")
         held_running = self._held_running()
-        if not self.overfull and len(held_running) > self.max_slots:
+        if len(held_running) > self.max_slots:
             self.violations.append(
                 f"{self._actor()} started {name}: {len(held_running)} executions holding a slot run, max {self.max_slots}"
             )
@@ -349,7 +348,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         payload, lost = process.payload if process.crashed else (process.payload, False)
         retried = process.crashed or process.error is not None
         if process.kind == "router":
-            if process.error is not None and not isinstance(process.error, StartExecutionError | RouteContentionError):
+            if process.error is not None and not isinstance(process.error, StartExecutionError):
                 self.violations.append(f"{process.name} raised {process.error!r}")
             if retried and not lost:
                 self.queue.append(payload)  # SQS delivers the message again
@@ -559,7 +558,6 @@ class ReconcileRaces(RuleBasedStateMachine):
         self.semaphore.hand_edit(value, bump_version=bump_version)
         held = len(self.semaphore.holders)
         self.offset = value - held
-        self.overfull = self.overfull or value < held
 
     @rule(seconds=st.sampled_from([30, 61, 125, 600]))
     def clock_advances(self, seconds: int) -> None:
@@ -712,10 +710,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         count, held = state.active_count, len(state.holders)
         assert self.semaphore.active_count is None or self.semaphore.active_count >= 0, state
         assert count - held == self.offset  # every write was seen; only a hand edit (or its repair) moved it
-        if count >= held and held <= self.max_slots:
-            self.overfull = False
-        if not self.overfull:
-            assert held <= self.max_slots, f"{held} holders, max {self.max_slots}"
+        assert held <= self.max_slots, f"{held} holders, max {self.max_slots}"  # whatever the count says
 
     @invariant()
     def every_router_started_execution_holds_its_slot(self) -> None:

@@ -132,6 +132,7 @@ def test_every_failure_has_a_low_cardinality_reason(error: BaseException, reason
         (2, {"other": T0, "another": T0}, True),  # every slot held by others: wait without trying
         (2, {"claims-x": T0, "other": T0}, False),  # one is this run's: carry on under it
         (3, {"a": T0}, True),  # a count above its holders still refuses an admission
+        (-3, {"a": T0, "b": T0}, True),  # and a count below them does not admit a third
     ],
 )
 def test_a_message_waits_without_trying_only_when_every_slot_is_held_by_another(
