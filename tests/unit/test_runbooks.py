@@ -1,0 +1,142 @@
+"""The runbook pages against the runbook catalog and the alarm catalog, in both directions: every
+alarm's runbook is a page, every page has the one shape and names exactly the alarms that send
+people to it, the generated parts are current, and `pipeops runbook` shows each page."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from alarms.catalog import build_catalog
+from pipeline.pii.offline import OfflineDetector
+from pipeops.runbook_cli import runbook_app
+from runbooks.catalog import SECTIONS, Runbook, UnknownRunbookError, load_page, page_path, parse
+from runbooks.docs import INDEX, alarms_of, listed_alarms, refresh, render_index, sections
+from sandbox.template import load_template
+
+SPECS = build_catalog(load_template())
+RUNBOOKS = list(Runbook)
+
+
+def cli() -> typer.Typer:
+    """`pipeops runbook` on its own (the real CLI registers the same sub-app)."""
+    app = typer.Typer()
+    app.add_typer(runbook_app, name="runbook")
+    return app
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.logical_id)
+def test_every_alarm_names_a_runbook_of_the_catalog(spec) -> None:
+    assert spec.runbook in {runbook.value for runbook in Runbook}, (
+        f"{spec.logical_id} names {spec.runbook!r}: add it to Runbook"
+    )
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_page_has_the_one_shape(runbook: Runbook) -> None:
+    text = load_page(runbook)
+    assert text.splitlines()[0] == f"# {runbook.page_title}"
+    found = sections(text)
+    assert tuple(found) == SECTIONS
+    assert all(found.values()), f"{runbook}: an empty section"
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_page_names_exactly_the_alarms_that_send_people_to_it(runbook: Runbook) -> None:
+    expected = [spec.name_suffix for spec in alarms_of(runbook, SPECS)]
+    assert listed_alarms(load_page(runbook)) == expected
+    # An incident page is one no alarm names; every other page is named by at least one alarm.
+    assert runbook.incident == (not expected)
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_pages_generated_alarms_block_is_current(runbook: Runbook) -> None:
+    text = load_page(runbook)
+    assert refresh(text, runbook, SPECS) == text, "run `python -m runbooks.docs`"
+
+
+def test_the_index_is_current() -> None:
+    assert INDEX.read_text(encoding="utf-8") == render_index(SPECS), "run `python -m runbooks.docs`"
+
+
+def test_the_generated_block_follows_a_changed_alarm() -> None:
+    """The staleness check can fail: a page whose block predates a new threshold is rewritten."""
+    page = load_page(Runbook.DLQ_MESSAGES)
+    [spec] = alarms_of(Runbook.DLQ_MESSAGES, SPECS)
+    from dataclasses import replace
+
+    changed = [replace(spec, threshold=3)] + [other for other in SPECS if other is not spec]
+    rewritten = refresh(page, Runbook.DLQ_MESSAGES, changed)
+    assert rewritten != page and "greater than 3 in" in rewritten
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_page_links_only_to_pages_that_exist(runbook: Runbook) -> None:
+    links = re.findall(r"\]\(([^)#]+\.md)\)", load_page(runbook))
+    assert set(links) <= {page_path(other).name for other in Runbook} | {INDEX.name}
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_page_uses_only_pipeops_commands_that_exist(runbook: Runbook) -> None:
+    from pipeops.cli import app
+
+    commands = set(typer.main.get_command(app).commands) | {"runbook"}  # type: ignore[attr-defined]
+    used = set(re.findall(r"(?:^\s*|`)pipeops ([a-z][a-z-]*)", load_page(runbook), re.MULTILINE))
+    assert used <= commands, f"{runbook}: unknown command(s) {sorted(used - commands)}"
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_no_page_carries_pii(runbook: Runbook) -> None:
+    """The pipeline's own detector finds nothing in a page but example.com-style addresses."""
+    text = load_page(runbook)
+    found = [text[e.start : e.end] for e in OfflineDetector().detect(text)]
+    assert [value for value in found if not value.endswith("example.com")] == []
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_show_renders_each_page(runbook: Runbook) -> None:
+    result = CliRunner().invoke(cli(), ["runbook", "show", runbook.value])
+    assert result.exit_code == 0, result.output
+    assert runbook.page_title in result.stdout
+    assert "## Diagnosis" not in result.stdout and "Diagnosis" in result.stdout  # rendered, not raw
+
+
+def test_show_json_carries_the_page_and_its_alarms() -> None:
+    result = CliRunner().invoke(cli(), ["runbook", "show", "counter-drift", "--json"])
+    assert result.exit_code == 0
+    envelope = json.loads(result.stdout)
+    assert envelope["kind"] == "runbook_page"
+    data = envelope["data"]
+    assert data["id"] == "counter-drift" and data["markdown"] == load_page(Runbook.COUNTER_DRIFT)
+    assert data["alarms"] == [spec.name_suffix for spec in alarms_of(Runbook.COUNTER_DRIFT, SPECS)]
+
+
+def test_an_unknown_id_is_one_line_naming_the_valid_ids() -> None:
+    result = CliRunner().invoke(cli(), ["runbook", "show", "dlq-mesages"])
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert "dlq-mesages" in line and all(runbook.value in line for runbook in Runbook)
+    assert result.stdout == ""
+    with_json = CliRunner().invoke(cli(), ["runbook", "show", "dlq-mesages", "--json"])
+    assert with_json.exit_code == 2 and json.loads(with_json.stdout)["kind"] == "error"
+
+
+def test_parse_takes_any_case_and_refuses_the_rest() -> None:
+    assert parse(" Tracker-DLQ ") is Runbook.TRACKER_DLQ
+    with pytest.raises(UnknownRunbookError, match="valid ids: dlq-messages"):
+        parse("reboot")
+
+
+def test_list_names_every_runbook_with_its_alarms() -> None:
+    result = CliRunner().invoke(cli(), ["runbook", "list", "--json"])
+    assert result.exit_code == 0
+    entries = json.loads(result.stdout)["data"]
+    assert [entry["id"] for entry in entries] == [runbook.value for runbook in Runbook]
+    named = {suffix for entry in entries for suffix in entry["alarms"]}
+    assert named == {spec.name_suffix for spec in SPECS}
+    text = CliRunner().invoke(cli(), ["runbook", "list"])
+    assert text.exit_code == 0 and "implausible-drift" in text.stdout
