@@ -71,8 +71,9 @@ def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
             "Properties": {
                 # Not encrypted with the stack's key: CloudWatch can publish to a KMS-encrypted
                 # topic only with a key policy that lets it; the notifications carry alarm names,
-                # states and metric values, never file contents or PII.
-                "DisplayName": {"Fn::Sub": "${AWS::StackName} alarms"},
+                # states and metric values, never file contents or PII. The display name (at most
+                # 100 characters) names the stage, not the stack: a stack name may be 128 long.
+                "DisplayName": {"Fn::Sub": "pipeops ${Stage} alarms"},
             },
         },
         EMAIL_SUBSCRIPTION: {

@@ -42,6 +42,8 @@ class _Commands(TyperGroup):
                 raise
             render.emit_error(_aws_failure(exc), ErrorCode.AWS_ERROR)
             raise typer.Exit(render.ERROR_EXIT) from None
+        finally:
+            render.errors_as_json(False)  # nothing of this command line outlives it (tests run many)
 
 
 def _code(exc: Exception) -> ErrorCode:
@@ -135,8 +137,7 @@ def demo(
 
     files = sample_files(samples if samples != Path() else SAMPLES_DIR)
     if not files:
-        render.console.print(f"[red]error:[/red] no files under {samples}")
-        raise typer.Exit(2)
+        raise _fail(f"no files under {samples}: pass --samples a folder that holds some")
     if run_demo(files, render.console, as_json=as_json):
         raise typer.Exit(1)
 
@@ -155,14 +156,28 @@ def sandbox_up(
     part runs; requests that arrive earlier are held until then.
     """
     from sandbox.clock import TimeScale
+    from sandbox.deploy import DeployError
     from sandbox.sandbox import Sandbox
 
+    malformed = [p for p in parameter or [] if "=" not in p]
+    if malformed:
+        raise _fail(f"--parameter {malformed[0]!r} is not KEY=VALUE: e.g. --parameter MaxConcurrentWorkflows=2")
     parameters = dict(p.split("=", 1) for p in parameter or [])
+    try:
+        scale = TimeScale(time_scale)
+    except ValueError:
+        raise _fail(f"--time-scale {time_scale} is not in (0, 1]: e.g. 0.05 (20 virtual seconds a second) or 1") from None
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     # The endpoint is printed only once every part runs: until then the served sandbox holds
     # other clients' requests, so a script may also poll describe_stacks for CREATE_COMPLETE.
-    with Sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=TimeScale(time_scale)) as sbx:
+    try:
+        sbx = Sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=scale).start()
+    except DeployError as exc:
+        raise _fail(f"the sandbox cannot deploy template.yaml: {exc}") from None
+    except OSError as exc:  # the port is taken, or not ours to bind
+        raise _fail(f"the sandbox cannot serve on port {port}: {exc.strerror or exc}: pick another --port (0: any)") from None
+    try:  # start() stops what it started when it fails
         info = {"endpoint_url": sbx.endpoint_url, "stack_name": stack_name, "ready": sbx.ready, "outputs": dict(sbx.outputs)}
         if as_json:
             print(json.dumps(info), flush=True)
@@ -177,6 +192,8 @@ def sandbox_up(
                 pass
         except KeyboardInterrupt:
             pass
+    finally:
+        sbx.stop()
     if not as_json:
         render.console.print("sandbox stopped")
 

@@ -20,7 +20,13 @@ import typer
 from rich.console import Console
 
 from pipeops import render
-from pipeops.resources import Connection, NoCredentialsError, StackNotFoundError, StackResources
+from pipeops.resources import (
+    BadConnectionError,
+    Connection,
+    NoCredentialsError,
+    StackNotFoundError,
+    StackResources,
+)
 
 dashboard_app = typer.Typer(
     help="The stack's CloudWatch dashboards, drawn offline from the metrics in CloudWatch.",
@@ -397,8 +403,9 @@ def _aws_errors() -> tuple[type[Exception], ...]:
 
 
 def _fail(message: str) -> typer.Exit:
-    render.console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(2)
+    """One line on stderr (with --json also the error envelope on stdout): pipeops.render's errors."""
+    render.emit_error(message, render.ErrorCode.FAILED)
+    return typer.Exit(render.ERROR_EXIT)
 
 
 @dashboard_app.command("render")
@@ -416,7 +423,14 @@ def render_command(
         str | None, typer.Option("--stack-name", "--stack", help="The pipeops stack (default: pipeops).")
     ] = None,
     region: Annotated[
-        str | None, typer.Option("--region", help="AWS region (default: AWS_REGION or us-east-1).")
+        str | None,
+        typer.Option(
+            "--region",
+            help="AWS region (default, as the aws CLI: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, us-east-1).",
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", help="Named AWS profile for credentials and region (default: AWS_PROFILE).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print versioned JSON for scripts.")] = False,
 ) -> None:
@@ -428,10 +442,10 @@ def render_command(
     """
     from dashboards.build import OPERATIONS_SUFFIX
 
-    connection = Connection.resolve(stack_name, endpoint_url, region)
     try:
+        connection = Connection.resolve(stack_name, endpoint_url, region, profile)
         resources = connection.resources()
-    except (StackNotFoundError, NoCredentialsError) as exc:
+    except (StackNotFoundError, NoCredentialsError, BadConnectionError) as exc:
         raise _fail(str(exc)) from None
     name = f"{resources.stack_name}-{OPERATIONS_SUFFIX}"
     # Up to the next whole second: a datapoint of the last instant (CloudWatch APIs take whole seconds) is in.

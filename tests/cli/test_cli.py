@@ -49,6 +49,14 @@ BAD_INPUTS = {
     "a mistyped AWS_PROFILE": ({"AWS_PROFILE": "nope"}, ["jobs"], "no AWS profile 'nope' (from the environment variable AWS_PROFILE)"),
     "an endpoint without a scheme": ({}, ["status", "--endpoint-url", "127.0.0.1:4566"], "use e.g. http://127.0.0.1:4566"),
     "a region that is no name": ({}, ["alarms", "list", "--region", "eu west 1"], "is not a region name"),
+    "a sandbox parameter that is no KEY=VALUE": ({}, ["sandbox", "up", "--parameter", "MaxConcurrentWorkflows"], "is not KEY=VALUE"),
+    "a sandbox time scale past 1": ({}, ["sandbox", "up", "--time-scale", "2"], "--time-scale 2.0 is not in (0, 1]"),
+    "a sandbox parameter the template refuses": (
+        {}, ["sandbox", "up", "--parameter", "MaxConcurrentWorkflows=0"], "the sandbox cannot deploy template.yaml: Parameter",
+    ),
+    "a mistyped profile for the dashboard": (
+        {}, ["dashboard", "render", "--out", "never.html", "--profile", "nope"], "no AWS profile 'nope' (from --profile)",
+    ),
     "a region botocore does not know": ({}, ["status", "--region", "mars-1"], "region 'mars-1' (from --region) is not one botocore knows"),
     "a window past any date": ({}, ["failures", "--since", "99999999d"], "--since '99999999d' reaches too far back"),
     "a window that is no duration": ({}, ["failures", "--since", "yesterday"], "--since 'yesterday' is not a duration"),
@@ -73,7 +81,7 @@ def test_every_bad_input_is_one_line_that_says_what_to_fix(aws, monkeypatch: pyt
     assert with_json.exit_code == 2 and with_json.stderr == result.stderr
     error = json.loads(with_json.stdout)
     assert error == {"version": 1, "kind": "error", "data": {"message": line.removeprefix("error: "), "code": error["data"]["code"], "exit_code": 2}}
-    assert error["data"]["code"] in {"bad_input", "bad_connection", "stack_not_found"}
+    assert error["data"]["code"] in {"bad_input", "bad_connection", "stack_not_found", "failed"}
 
 
 def test_an_aws_error_inside_a_command_is_one_line_too(aws) -> None:
