@@ -61,6 +61,7 @@ The background thread never raises: a failed pass is logged at WARNING and the n
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import threading
@@ -366,11 +367,16 @@ def _backend(account_id: str, region: str) -> Any:
 MetricKey = tuple[str, str, str, frozenset[tuple[str, str]]]  # (account, namespace, name, dimensions)
 
 
+def _datum_time(datum: Any) -> datetime:
+    return _utc(datum.timestamp)
+
+
 class _MetricIndex:
     """moto's datapoints of one account and region by metric, indexed as the list grows.
 
     moto only ever appends to `metric_data`; a new list (a reset backend) or a shorter one is
-    indexed again from the start.
+    indexed again from the start. Each metric's datapoints are kept in time order (a late one is
+    bisected into place), so that an evaluation reads only its window's, not the metric's history.
     """
 
     def __init__(self, account_id: str) -> None:
@@ -386,7 +392,11 @@ class _MetricIndex:
         self._seen += len(fresh)
         for datum in fresh:
             key = (self.account_id, datum.namespace, datum.name, _dimension_key(datum.dimensions))
-            self.by_metric.setdefault(key, []).append(datum)
+            series = self.by_metric.setdefault(key, [])
+            if series and _utc(datum.timestamp) < _utc(series[-1].timestamp):
+                series.insert(bisect.bisect_right(series, _utc(datum.timestamp), key=_datum_time), datum)
+            else:
+                series.append(datum)
 
 
 def alarm_description(alarm: Any) -> dict[str, Any]:
@@ -734,12 +744,9 @@ class AlarmEngine:
         unit = alarm.get("Unit")
         real_since = to_real(since, self.origin, self.time_scale)
         samples = []
-        for datum in data.get(
-            (account, alarm.get("Namespace", ""), alarm.get("MetricName", ""), dimensions), []
-        ):
+        series = data.get((account, alarm.get("Namespace", ""), alarm.get("MetricName", ""), dimensions), [])
+        for datum in series[bisect.bisect_left(series, real_since, key=_datum_time) :]:  # in time order
             if unit and datum.unit != unit:
-                continue
-            if _utc(datum.timestamp) < real_since:
                 continue
             for sample in datum_samples(datum, rule.statistic):
                 samples.append(
