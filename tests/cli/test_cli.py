@@ -123,6 +123,9 @@ def test_status_jobs_and_job_show_read_a_sandbox(sandbox) -> None:
     assert detail["file_outcomes"] == {"claims/a.txt": "redacted"}
     assert detail["state_path"][0] == "MarkDetecting" and detail["state_path"][-1] == "WorkflowComplete"
     assert {line["function"] for line in detail["log_lines"]} >= {sandbox.outputs["DetectFunctionName"]}
+    unknown = runner.invoke(app, ["job", "show", "nope/", "--json"])
+    assert unknown.exit_code == 2 and "no runs recorded for job 'nope/'" in unknown.stderr
+    assert json.loads(unknown.stdout)["data"]["code"] == "not_found"
 
 
 def test_a_served_sandbox_answers_the_cli_and_plain_boto3_in_other_processes(tmp_path) -> None:
