@@ -8,7 +8,8 @@ The status conditions of the workflow's status writes come from the one status e
     python -m pipeline.statemachine.build --check    # exit 1 when the checked-in file is stale
 
 The definition holds CloudFormation `DefinitionSubstitutions` placeholders (`${TrackingTableName}`,
-the Lambda ARNs); `load_definition` resolves them the same way for the sandbox and the tests.
+the Lambda ARNs, the DynamoDB integration's ARN in the stack's partition); `load_definition`
+resolves them the same way for the sandbox and the tests.
 
 Data contract (the execution input, set by the router)::
 
@@ -57,12 +58,16 @@ from pipeline.tasks import TOLERANCE_CAUSE, TOLERANCE_ERROR
 DEFINITION_PATH = Path(__file__).with_name("pipeline.asl.json")
 
 # --- DefinitionSubstitutions placeholders (template.yaml sets exactly these) ---------------------
+# The DynamoDB UpdateItem integration's ARN, in the stack's partition (`aws`, `aws-cn`,
+# `aws-us-gov`): set by the template, where `${AWS::Partition}` is known.
+DYNAMODB_UPDATE_ITEM_ARN = "DynamoDbUpdateItemArn"
 TRACKING_TABLE_NAME = "TrackingTableName"
 DETECT_FUNCTION_ARN = "DetectFunctionArn"
 GENERATE_SYNTHETIC_FUNCTION_ARN = "GenerateSyntheticFunctionArn"
 REDACT_FUNCTION_ARN = "RedactFunctionArn"
 FINALIZE_FUNCTION_ARN = "FinalizeFunctionArn"
 PLACEHOLDERS: tuple[str, ...] = (
+    DYNAMODB_UPDATE_ITEM_ARN,
     TRACKING_TABLE_NAME,
     DETECT_FUNCTION_ARN,
     GENERATE_SYNTHETIC_FUNCTION_ARN,
@@ -306,7 +311,7 @@ def _dynamodb_status_task(target: JobStatus, next_state: State) -> dict[str, Any
     error left after the retries fails the job with its reason."""
     return {
         "Type": "Task",
-        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Resource": placeholder(DYNAMODB_UPDATE_ITEM_ARN),
         "Parameters": status_update(target),
         "ResultPath": None,
         "Retry": _retry(DYNAMODB_TRANSIENT_ERRORS),

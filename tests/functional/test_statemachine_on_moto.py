@@ -42,6 +42,7 @@ from moto import mock_aws
 from pipeline.statemachine.build import (
     CONDITIONAL_CHECK_FAILED,
     DYNAMODB_STATUS_TASKS,
+    DYNAMODB_UPDATE_ITEM_ARN,
     JOB_FIELDS,
     NO_LONGER_ACTIVE_ERROR,
     PLACEHOLDERS,
@@ -80,6 +81,7 @@ class EchoThen:
 def _substitutions() -> dict[str, str]:
     subs = {name: f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}" for name in PLACEHOLDERS}
     subs[TRACKING_TABLE_NAME] = TABLE
+    subs[DYNAMODB_UPDATE_ITEM_ARN] = "arn:aws:states:::dynamodb:updateItem"
     return subs
 
 

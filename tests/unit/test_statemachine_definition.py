@@ -38,7 +38,7 @@ from pipeline.statemachine.build import (
 from pipeline.status import JobStatus, allowed_predecessors
 
 DEFINITION = build_definition()
-DDB_UPDATE = "arn:aws:states:::dynamodb:updateItem"
+DDB_UPDATE = "${DynamoDbUpdateItemArn}"  # arn:${AWS::Partition}:states:::dynamodb:updateItem
 
 # The brief's names, spelled out here rather than read from build.py, so a rename fails a test.
 TOP_LEVEL_STATES = {
@@ -136,6 +136,7 @@ def test_state_names_are_the_contract() -> None:
 def test_placeholders_are_exactly_the_template_substitutions() -> None:
     found = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", render_definition()))
     template_names = {
+        "DynamoDbUpdateItemArn",
         "TrackingTableName",
         "DetectFunctionArn",
         "GenerateSyntheticFunctionArn",
@@ -148,8 +149,10 @@ def test_placeholders_are_exactly_the_template_substitutions() -> None:
 def test_load_definition_substitutes_every_placeholder() -> None:
     subs = {name: f"value-of-{name}" for name in PLACEHOLDERS}
     subs["TrackingTableName"] = 'table "quoted"'
+    subs["DynamoDbUpdateItemArn"] = "arn:aws-cn:states:::dynamodb:updateItem"
     loaded = json.loads(load_definition(subs))
     assert "${" not in json.dumps(loaded)
+    assert loaded["States"]["MarkDetecting"]["Resource"] == "arn:aws-cn:states:::dynamodb:updateItem"
     assert loaded["States"]["MarkDetecting"]["Parameters"]["TableName"] == 'table "quoted"'
     assert loaded["States"]["CheckDetectTolerance"]["Resource"] == "value-of-FinalizeFunctionArn"
 

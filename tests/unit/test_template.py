@@ -220,7 +220,7 @@ def test_transform_produces_the_expected_resources(cfn: dict[str, Any]) -> None:
     assert counts["AWS::StepFunctions::StateMachine"] == 1
     assert counts["AWS::Lambda::EventSourceMapping"] == 1
     assert counts["AWS::Events::Rule"] == 4  # S3 objects, execution status, batch and reconcile schedules
-    assert counts["AWS::SQS::Queue"] == 4
+    assert counts["AWS::SQS::Queue"] == 5  # main, its DLQ, ingest's, the tracker's, the schedules'
     assert counts["AWS::DynamoDB::Table"] == 2
     assert counts["AWS::S3::Bucket"] == 3  # inputs, redacted outputs, working files (mappings)
     assert counts["AWS::Logs::LogGroup"] == len(HANDLERS) + 1
@@ -234,6 +234,21 @@ def test_each_function_has_a_log_group_with_retention(cfn: dict[str, Any]) -> No
     for function in HANDLERS:
         group = groups[json.dumps({"Fn::Sub": f"/aws/lambda/${{{function}}}"})]
         assert group["RetentionInDays"] > 0
+
+
+def test_only_cloudformation_creates_the_log_groups(cfn: dict[str, Any]) -> None:
+    """A group named after its function is created after it: were Lambda to create it first (an
+    invocation in between), CloudFormation's create would fail with AlreadyExists. Each role
+    denies logs:CreateLogGroup, which an Allow in AWSLambdaBasicExecutionRole cannot override."""
+    for function in HANDLERS:
+        role = cfn["Resources"][f"{function}Role"]
+        denies = [
+            statement
+            for policy in role["Properties"].get("Policies", [])
+            for statement in as_list(policy["PolicyDocument"]["Statement"])
+            if isinstance(statement, dict) and statement.get("Effect") == "Deny"
+        ]
+        assert {"Effect": "Deny", "Action": "logs:CreateLogGroup", "Resource": "*"} in denies, function
 
 
 def test_functions_run_python_3_12_with_the_fixed_handler_modules(cfn: dict[str, Any]) -> None:
@@ -255,6 +270,35 @@ def test_router_consumes_the_main_queue_in_batches_with_partial_failures(cfn: di
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert properties(cfn, "RouterFunction")["Timeout"] == 60
     assert properties(cfn, "BatchTriggerFunction")["Timeout"] == 300
+
+
+def test_router_concurrency_is_capped_by_a_parameter_within_aws_bounds(template: dict[str, Any], cfn: dict[str, Any]) -> None:
+    """A backlog must not scale the router past what the one semaphore item can serve."""
+    mapping = properties(cfn, "RouterFunctionMainQueue")
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "RouterMaxConcurrency"}}
+    parameter = template["Parameters"]["RouterMaxConcurrency"]
+    assert (parameter["MinValue"], parameter["MaxValue"]) == (2, 1000)  # what Lambda accepts
+    assert 2 <= parameter["Default"] <= 10
+
+
+def test_scheduled_functions_keep_failed_invocations(cfn: dict[str, Any]) -> None:
+    """The batch trigger and the reconciler run on schedules (asynchronous invokes): a failed tick
+    is not retried (the next tick is the retry) and is kept in a queue the role may send to."""
+    for function in ("BatchTriggerFunction", "ReconcilerFunction"):
+        configs = [
+            r["Properties"] for r in resources_of_type(cfn, "AWS::Lambda::EventInvokeConfig").values()
+            if r["Properties"]["FunctionName"] == {"Ref": function}
+        ]
+        (config,) = configs
+        assert config["MaximumRetryAttempts"] == 0
+        destination = config["DestinationConfig"]["OnFailure"]["Destination"]
+        assert destination == {"Fn::GetAtt": ["ScheduledDeadLetterQueue", "Arn"]}
+        role = cfn["Resources"][f"{function}Role"]
+        assert any(
+            "sqs:SendMessage" in as_list(statement["Action"])
+            and {"Fn::GetAtt": ["ScheduledDeadLetterQueue", "Arn"]} in as_list(statement["Resource"])
+            for statement in allow_statements(role)
+        ), function
 
 
 def test_triggers_are_enabled_only_in_their_processing_mode(cfn: dict[str, Any]) -> None:
@@ -451,6 +495,27 @@ def test_definition_substitutions_match_the_definition_placeholders(template: di
     assert set(substitutions) == placeholders
 
 
+def test_no_partition_is_hard_coded(template: dict[str, Any]) -> None:
+    """The DynamoDB integration's ARN comes from the template, in the stack's partition (aws-cn,
+    aws-us-gov): the generated definition names no partition itself."""
+    assert "arn:aws" not in ASL_PATH.read_text(encoding="utf-8")
+    substitutions = template["Resources"]["PipelineStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    assert substitutions["DynamoDbUpdateItemArn"] == {"Fn::Sub": "arn:${AWS::Partition}:states:::dynamodb:updateItem"}
+
+
+def test_topic_display_names_fit_whatever_the_stack_name(template: dict[str, Any]) -> None:
+    """SNS refuses a DisplayName over 100 characters; a stack name may have 128."""
+    pattern = template["Parameters"]["Stage"]["AllowedPattern"]
+    longest_stage = "a" * max(n for n in range(1, 64) if re.fullmatch(pattern, "a" * n))
+    topics = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::SNS::Topic"}
+    assert topics
+    for logical_id, topic in topics.items():
+        display = topic["Properties"]["DisplayName"]["Fn::Sub"]
+        resolved = display.replace("${Stage}", longest_stage)
+        assert "${" not in resolved, f"{logical_id}: {display} depends on more than the stage"
+        assert len(resolved) <= 100, logical_id
+
+
 @pytest.mark.skipif(not ASL_PATH.exists(), reason=f"{ASL_PATH.name} is not written yet")
 def test_stale_job_window_outlasts_the_state_machine_timeout(template: dict[str, Any]) -> None:
     # DESIGN.md §1 failure modes 2 and 3: a hung execution ends before its job counts as stale.
@@ -535,6 +600,30 @@ def test_parameters_constrain_their_values(template: dict[str, Any]) -> None:
     for name, parameter in parameters.items():
         if "AllowedValues" in parameter:
             assert parameter["Default"] in parameter["AllowedValues"], name
+
+
+CONSTRAINTS = {"AllowedValues", "AllowedPattern", "MinValue", "MaxValue"}
+
+
+def test_every_parameter_is_described_and_constrained(template: dict[str, Any]) -> None:
+    """`sam deploy --guided` prompts with the Description; CloudFormation refuses what the
+    constraint excludes before anything is created (docs/DEPLOY.md explains each parameter)."""
+    from sandbox.deploy import DeployError, _validate_parameters
+
+    declared = template["Parameters"]
+    for name, parameter in declared.items():
+        assert str(parameter.get("Description", "")).strip(), f"{name} has no Description"
+        assert CONSTRAINTS & set(parameter), f"{name} has no constraint"
+        _validate_parameters(declared, {name: str(parameter["Default"])})  # the default passes
+        if parameter["Type"] == "Number" and "MaxValue" in parameter:
+            with pytest.raises(DeployError, match=name):
+                _validate_parameters(declared, {name: str(parameter["MaxValue"] + 1)})
+
+
+def test_every_parameter_is_explained_in_the_deploy_guide(template: dict[str, Any]) -> None:
+    guide = (PROJECT_ROOT / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    missing = [name for name in template["Parameters"] if f"`{name}`" not in guide]
+    assert not missing, f"docs/DEPLOY.md does not explain {missing}"
 
 
 # ---------------------------------------------------------------------------------- requirements
