@@ -22,6 +22,9 @@ from pipeops.entry import PipeopsTyper, installed_version
 from pipeops.render import ErrorCode
 from pipeops.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
 
+# The option parser's UsageError (typer vendors click, and exports only this subclass of it).
+_USAGE_ERROR = typer.BadParameter.__mro__[1]
+
 
 class _Commands(TyperGroup):
     """The command groups: an AWS error that escapes a command becomes one line, exit 2 (never a
@@ -38,6 +41,9 @@ class _Commands(TyperGroup):
             render.emit_error(str(exc), _code(exc))
             raise typer.Exit(render.ERROR_EXIT) from None
         except Exception as exc:
+            if isinstance(exc, _USAGE_ERROR):  # an unknown option, a missing argument: usage on stderr
+                render.error_envelope(exc.format_message(), ErrorCode.BAD_INPUT)
+                raise
             if not type(exc).__module__.startswith("botocore"):
                 raise
             render.emit_error(_aws_failure(exc), ErrorCode.AWS_ERROR)

@@ -56,8 +56,14 @@ def emit_error(message: str, code: ErrorCode, *, as_json: bool | None = None) ->
     on stdout, in the same versioned envelope as every result."""
     one_line = " ".join(message.split())
     error_console.print(f"[red]error:[/red] {escape(one_line)}", highlight=False)
+    error_envelope(one_line, code, as_json=as_json)
+
+
+def error_envelope(message: str, code: ErrorCode, *, as_json: bool | None = None) -> None:
+    """Only the JSON half of an error, when --json was asked for (the option parser prints its
+    own message on stderr)."""
     if _errors_as_json if as_json is None else as_json:
-        emit_json("error", {"message": one_line, "code": code.value, "exit_code": ERROR_EXIT})
+        emit_json("error", {"message": " ".join(message.split()), "code": code.value, "exit_code": ERROR_EXIT})
 
 
 def _entities(entities: Mapping[str, int]) -> str:

@@ -84,6 +84,14 @@ def test_every_bad_input_is_one_line_that_says_what_to_fix(aws, monkeypatch: pyt
     assert error["data"]["code"] in {"bad_input", "bad_connection", "stack_not_found", "failed"}
 
 
+def test_a_usage_error_with_json_is_the_error_envelope_too() -> None:
+    result = CliRunner().invoke(app, ["status", "--bogus", "--json"])
+    assert result.exit_code == 2 and "No such option: --bogus" in result.stderr
+    assert json.loads(result.stdout)["data"] == {"message": "No such option: --bogus", "code": "bad_input", "exit_code": 2}
+    plain = CliRunner().invoke(app, ["status", "--bogus"])
+    assert plain.exit_code == 2 and plain.stdout == ""
+
+
 def test_an_aws_error_inside_a_command_is_one_line_too(aws) -> None:
     """A stack whose tracking table is gone: the query fails after connecting; one line, exit 2."""
     from dataclasses import MISSING, fields
