@@ -106,9 +106,15 @@ class AuditHistory:
     records: list[AuditRecord]
     method: str
     truncated: bool  # more records than the limit were written in the window
+    items_read: int = 0  # what DynamoDB read for it (ScannedCount): the cost of the answer
 
     def to_dict(self) -> dict[str, Any]:
-        return {"records": [r.to_dict() for r in self.records], "method": self.method, "truncated": self.truncated}
+        return {
+            "records": [r.to_dict() for r in self.records],
+            "method": self.method,
+            "truncated": self.truncated,
+            "items_read": self.items_read,
+        }
 
 
 def read_history(dynamodb: Any, table: str, since: datetime, limit: int = 50, *, scan_without_index: bool = True) -> AuditHistory:
@@ -129,6 +135,7 @@ def read_history(dynamodb: Any, table: str, since: datetime, limit: int = 50, *,
 
 def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
     items: list[dict[str, Any]] = []
+    read = 0
     start: dict[str, Any] | None = None
     while len(items) <= limit:  # one more than asked for says whether the window holds more
         request: dict[str, Any] = {
@@ -144,15 +151,17 @@ def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHisto
             request["ExclusiveStartKey"] = start
         response = dynamodb.query(**request)
         items += response.get("Items", [])
+        read += int(response.get("ScannedCount", 0))
         start = response.get("LastEvaluatedKey")
         if not start:
             break
-    return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "query", len(items) > limit)
+    return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "query", len(items) > limit, read)
 
 
 def _scan(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
     """Every page of the table (DynamoDB filters after reading): the cost of a table without the index."""
     items: list[dict[str, Any]] = []
+    read = 0
     pages = dynamodb.get_paginator("scan").paginate(
         TableName=table,
         FilterExpression="begins_with(doc_key, :prefix) AND doc_key > :since",
@@ -160,5 +169,6 @@ def _scan(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistor
     )
     for page in pages:
         items += page.get("Items", [])
+        read += int(page.get("ScannedCount", 0))
     items.sort(key=lambda item: item["doc_key"]["S"], reverse=True)
-    return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "scan", len(items) > limit)
+    return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "scan", len(items) > limit, read)

@@ -132,9 +132,12 @@ def coordination_table(dynamodb: Any, *, with_index: bool) -> str:
     dynamodb.create_table(**spec)
     for minutes, target in ((50, "old"), (20, "a"), (10, "b"), (5, "c")):
         dynamodb.put_item(TableName="coordination", Item=audit_item(NOW - timedelta(minutes=minutes), target))
-    for index in range(3):  # what else the table holds: the semaphore, object claims
+    for index in range(CLAIMS):  # what else the table holds: the semaphore, object claims
         dynamodb.put_item(TableName="coordination", Item={"doc_key": {"S": f"object#bucket/file-{index}.txt"}})
     return "coordination"
+
+
+CLAIMS = 30
 
 
 @pytest.mark.parametrize(("with_index", "method"), [(True, "query"), (False, "scan")])
@@ -144,8 +147,11 @@ def test_the_newest_repairs_of_a_window_are_read_newest_first(aws: None, with_in
     window = read_history(dynamodb, table, NOW - timedelta(minutes=30))
     assert [r.target for r in window.records] == ["c", "b", "a"]
     assert (window.method, window.truncated) == (method, False)
+    # The index reads the window's records only; a scan reads every item of the table.
+    assert window.items_read == (3 if with_index else 4 + CLAIMS)
     capped = read_history(dynamodb, table, NOW - timedelta(minutes=30), limit=2)
     assert [r.target for r in capped.records] == ["c", "b"] and capped.truncated
+    assert capped.items_read == (3 if with_index else 4 + CLAIMS)  # the index: one past the limit says "more"
     assert read_history(dynamodb, table, NOW).records == []
     [record] = read_history(dynamodb, table, NOW - timedelta(minutes=6)).to_dict()["records"]
     assert record["changes"] == ["acquired_at was 2026-03-01T10:00:00.000000Z"] and record["by_kind"] == "person"
