@@ -132,8 +132,9 @@ def _session(profile: str | None) -> boto3.session.Session:
         session = boto3.session.Session(profile_name=profile)
         _ = session.region_name  # reads the profile's config: ProfileNotFound for an unknown one
     except botocore.exceptions.ProfileNotFound as exc:
-        name = profile or os.environ.get("AWS_PROFILE", "")
-        source = "--profile" if profile else "the environment variable AWS_PROFILE"
+        name = profile or str(exc.kwargs.get("profile", ""))
+        variable = "AWS_DEFAULT_PROFILE" if os.environ.get("AWS_DEFAULT_PROFILE") == name else "AWS_PROFILE"
+        source = "--profile" if profile else f"the environment variable {variable}"
         raise BadConnectionError(
             f"no AWS profile {name!r} (from {source}): `aws configure list-profiles` lists the profiles, "
             "`aws configure --profile NAME` creates one"
