@@ -102,13 +102,17 @@ def render_index(specs: Sequence[AlarmSpec]) -> str:
         "are written for the default stack and the profile's region: every `pipeops` command shown also takes "
         "`--stack-name`, `--region` and `--profile`, and every `aws` command `--region` and `--profile`. Against "
         "a sandbox (`pipeops sandbox up`), set `AWS_ENDPOINT_URL` once: both read it (the `aws` CLI also wants "
-        "any credentials, e.g. `AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test`). Most commands read a stack "
-        "Output with this helper, defined once per shell:",
+        "any credentials, e.g. `AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test`; AWS CLI v1 ignores the variable "
+        "for `aws sqs`, give it `--endpoint-url` there). The `aws` commands are AWS CLI v2's; with v1, leave out "
+        "`--cli-binary-format raw-in-base64-out`. Most commands read a stack Output (`out`) or the physical id "
+        "of a stack resource (`res`) with these helpers, defined once per shell:",
         "",
         "```sh",
         "STACK=pipeops   # your stack's name",
         'out() { aws cloudformation describe-stacks --stack-name "$STACK" '
         "--query \"Stacks[0].Outputs[?OutputKey=='$1'].OutputValue\" --output text; }",
+        'res() { aws cloudformation list-stack-resources --stack-name "$STACK" '
+        "--query \"StackResourceSummaries[?LogicalResourceId=='$1'].PhysicalResourceId\" --output text; }",
         "```",
         "",
         "| id | title | alarms |",
