@@ -4,9 +4,12 @@
     .venv/bin/python -m bench.large_folder --sizes 10,100 --out /tmp/perf.md   # ~1 minute
     .venv/bin/python -m bench.large_folder --json r.json         # keep the raw results
     .venv/bin/python -m bench.large_folder --render r.json       # only re-render the section
+    .venv/bin/python -m bench.large_folder --sizes 500 --spread 60,15   # files still arriving: ~3 minutes
 
 Writes its own section of docs/PERFORMANCE.md (`<!-- bench:large-folder -->`, see bench.sections)
-and leaves the rest of the file alone.
+and leaves the rest of the file alone. With `--spread S` the folder's files are uploaded evenly over
+S seconds instead of at once (its runs are routed while files still join them), and the run writes
+the `folder-over-time` section instead: how the router met those runs, and whether anything stalled.
 
 One run, one process. For each size, a fresh `Sandbox` as tests/e2e/test_large_folder.py starts it
 (template.yaml deployed, AWS's size limits on, its `PARAMETERS`: default `MaxFilesPerRun` 100,
@@ -52,6 +55,8 @@ UPLOAD_THREADS = 4  # as tests/e2e/test_large_folder.py
 UPLOAD_THREAD_PREFIX = "bench-upload"
 SAMPLER_THREAD = "bench-sampler"
 SAMPLE_INTERVAL_S = 1.0
+SPREAD_SECTION = "folder-over-time"
+SPREAD_HEADING = "## A folder uploaded over time: runs routed while their files still arrive"
 
 
 # --------------------------------------------------------------------------- counting
@@ -184,6 +189,7 @@ def run_size(
     warmup: bool,
     upload_threads: int,
     timeout: float,
+    spread_s: float = 0.0,
 ) -> dict[str, Any]:
     import logging
 
@@ -198,10 +204,12 @@ def run_size(
     from pipeline.status import TERMINAL_STATUSES, JobStatus
     from sandbox.sandbox import Sandbox
     from tests.e2e.test_large_folder import FOLDER, PARAMETERS, body
-    from tests.e2e.test_pipeline_e2e import all_runs
+    from tests.e2e.test_pipeline_e2e import all_runs, json_lines
 
     items = [(f"{FOLDER}doc-{index:05d}.txt", body(index).encode()) for index in range(files)]
     result: dict[str, Any] = {"files": files, "load_before": _load(), "parameters": dict(PARAMETERS)}
+    if spread_s:
+        result["spread_s"] = spread_s
     started = time.perf_counter()
     sb = Sandbox(parameters=PARAMETERS).start()
     sampler: Sampler | None = None
@@ -230,8 +238,17 @@ def run_size(
         t0 = time.time()
         t0_perf = time.perf_counter()
         sampler = Sampler(sb, t0).start()
+        offsets = upload_offsets(len(items), spread_s)
+
+        def put(index: int) -> None:
+            wait = t0_perf + offsets[index] - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)  # the benchmark's pacing, not the pipeline's
+            key, data = items[index]
+            s3.put_object(Bucket=bucket, Key=key, Body=data)
+
         with ThreadPoolExecutor(max_workers=upload_threads, thread_name_prefix=UPLOAD_THREAD_PREFIX) as pool:
-            list(pool.map(lambda item: s3.put_object(Bucket=bucket, Key=item[0], Body=item[1]), items))
+            list(pool.map(put, range(len(items))))
         result["upload_s"] = time.perf_counter() - t0_perf
         result["idle"] = sb.wait_until_idle(timeout)
         result["wall_s"] = time.perf_counter() - t0_perf
@@ -312,6 +329,9 @@ def run_size(
                 "ingest_last_tenth_ms": _median([r.duration_ms for r in ingest[-tenth:]]),
                 "bus_workers": getattr(sb.bus, "_n_workers", None),
                 "settings": _function_settings(sb),
+                **router_records(
+                    json_lines(line for r in invocations if names.get(r.function_name) == "RouterFunction" for line in r.log_lines)
+                ),
             }
         )
         last = [t["terminal_s"] for t in timeline if t["terminal_s"] is not None]
@@ -337,6 +357,28 @@ def run_size(
 
 def _rel(value: float | None, t0: float) -> float | None:
     return None if value is None else round(value - t0, 3)
+
+
+def upload_offsets(files: int, spread_s: float) -> list[float]:
+    """When each file is uploaded, in seconds after the first: evenly over `spread_s` (0: at once). Pure."""
+    if files <= 1 or spread_s <= 0:
+        return [0.0] * files
+    step = spread_s / (files - 1)
+    return [round(index * step, 3) for index in range(files)]
+
+
+def router_records(lines: Any) -> dict[str, dict[str, int]]:
+    """What the Router did with each SQS record, from its log lines: {"router_outcomes": {outcome:
+    n}, "router_failures": {reason: n}}. A failed record comes back only after the main queue's
+    visibility timeout; a re-sent one ("resent", "waiting") after its short delay. Pure."""
+    outcomes: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    for doc in lines:
+        if doc.get("message") == "message routed" and doc.get("outcome"):
+            outcomes[str(doc["outcome"])] += 1
+        elif str(doc.get("message", "")).startswith("job message not routed"):
+            failures[str(doc.get("reason", "unknown"))] += 1
+    return {"router_outcomes": dict(outcomes), "router_failures": dict(failures)}
 
 
 # --------------------------------------------------------------------------- the section (pure)
@@ -859,6 +901,91 @@ def render_section(results: Mapping[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def spread_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    rows = []
+    for size in sizes:
+        outcomes = size.get("router_outcomes") or {}
+        failed = size.get("router_failures") or {}
+        upload, last = size.get("upload_s"), size.get("last_terminal_s")
+        gap = stall(size, minimum_s=0.0)
+        rows.append(
+            [
+                f"{size.get('files', 0):,}",
+                _n(size.get("spread_s")),
+                _runs_cell(size),
+                f"{outcomes.get('started', 0):,} · **{outcomes.get('resent', 0):,}** · {outcomes.get('waiting', 0):,}",
+                f"**{sum(failed.values()):,}**"
+                + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(failed.items())) + ")" if failed else ""),
+                _n(last - upload if last is not None and upload is not None else None),
+                _n(gap["stop_s"] - gap["start_s"]) if gap else "0",
+                _n(size.get("wall_s")),
+                _ok_cell(size),
+            ]
+        )
+    return rows
+
+
+def render_spread_section(results: Mapping[str, Any]) -> str:
+    """The `folder-over-time` section of docs/PERFORMANCE.md (without its markers). Pure."""
+    meta = results.get("meta", {})
+    sizes = results.get("sizes", [])
+    load, load_end = meta.get("load_start"), meta.get("load_end")
+    params = next((s.get("parameters") for s in sizes if s.get("parameters")), {}) or {}
+    scale = next((s.get("time_scale") for s in sizes if s.get("time_scale")), None)
+    settings = next((s.get("settings") for s in sizes if s.get("settings")), {}) or {}
+    retry, settle = settings.get("capacity_retry_seconds"), settings.get("folder_settle_seconds")
+    lines = [
+        SPREAD_HEADING,
+        "",
+        f"Measured {meta.get('date', '?')} with `{meta.get('command', 'python -m bench.large_folder --spread')}` "
+        f"({_n(meta.get('duration_s'), 0)} s in all) on a shared machine: {meta.get('usable_cores', '?')} usable "
+        f"cores of {meta.get('cores', '?')}, load average {load[0] if load else '?'} at the start, "
+        f"{load_end[0] if load_end else '?'} at the end.",
+        "",
+        "**Method.** As the large-folder rows above (a fresh sandbox, AWS's size limits on, "
+        + (", ".join(f"{k} {v}" for k, v in params.items()) or "default parameters")
+        + ", MaxFilesPerRun 100, time scale "
+        + (f"{scale:g}" if scale else "?")
+        + "), but the folder's files are uploaded evenly over the time shown, so each run is still "
+        "filling when its message reaches the router (FolderSettleSeconds"
+        + (f", scaled: {_n(settle, 0)} s" if settle is not None else "")
+        + ", is far shorter than the upload). A file that joins a run between the router's read and its "
+        "admission refuses that admission (it is conditional on the files read). **Routed** counts the Router's log lines by outcome: started, "
+        "**re-sent** (the run kept changing: the message re-sent with the capacity wait's delay"
+        + (f", {_n(max(1, retry), 0)} s here" if retry is not None else "")
+        + ") and capacity waits. **Records failed** counts the Router's failed SQS records: each would come "
+        "back only after the main queue's visibility timeout (365 s on AWS). **Longest wait** is the longest "
+        "time no execution ran while a run that existed waited to start; **last upload → last terminal** "
+        "is how long the folder took once its last file was in.",
+        "",
+        *_table(
+            (
+                "files",
+                "uploaded over s",
+                "runs (files each)",
+                "routed: started · re-sent · capacity waits",
+                "records failed",
+                "last upload → last terminal s",
+                "longest wait s",
+                "wall s",
+                "ok",
+            ),
+            spread_rows(sizes),
+            "rrrlrrrrl",
+        ),
+        "",
+    ]
+    resent = sum((s.get("router_outcomes") or {}).get("resent", 0) for s in sizes)
+    failed = sum(sum((s.get("router_failures") or {}).values()) for s in sizes)
+    if sizes and not failed:
+        lines += [
+            f"No Router record failed: {resent:,} time(s) a run kept changing through every look, and its "
+            "message came back after the short delay instead of the visibility timeout.",
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -883,6 +1010,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-warmup", action="store_true", help="upload into cold functions")
     parser.add_argument(
+        "--spread",
+        default="",
+        metavar="SECONDS[,SECONDS...]",
+        help="upload each folder's files evenly over this long, one row per value (writes the folder-over-time section)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="report path (default docs/PERFORMANCE.md)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON")
@@ -890,6 +1023,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--render", type=Path, default=None, metavar="JSON", help="only re-render a saved --json file"
     )
     return parser.parse_args(argv)
+
+
+def _spreads(text: str) -> list[float]:
+    try:
+        spreads = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit("--spread: seconds, e.g. 60 or 60,15") from None
+    if any(s <= 0 for s in spreads):
+        raise SystemExit("--spread: positive seconds, e.g. 60 or 60,15")
+    return spreads
 
 
 def _sizes(text: str) -> list[int]:
@@ -900,16 +1043,20 @@ def _sizes(text: str) -> list[int]:
 
 
 def write_section(path: Path, results: Mapping[str, Any]) -> None:
+    """The results' own section: `folder-over-time` for a spread upload, else `large-folder`."""
     from bench.sections import replace_section
 
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
-    path.write_text(replace_section(old, SECTION, render_section(results)))
+    if results.get("meta", {}).get("spread_s"):
+        path.write_text(replace_section(old, SPREAD_SECTION, render_spread_section(results)))
+    else:
+        path.write_text(replace_section(old, SECTION, render_section(results)))
 
 
-def idle_timeout(files: int) -> float:
-    """As the e2e test allows 1,500 s for 2,000 files; never under 120 s."""
-    return max(120.0, 0.75 * files)
+def idle_timeout(files: int, spread_s: float = 0.0) -> float:
+    """As the e2e test allows 1,500 s for 2,000 files; never under 120 s; plus the upload's spread."""
+    return max(120.0, 0.75 * files) + spread_s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -921,6 +1068,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _progress(f"rendered {args.render} into {args.out}")
         return 0
     sizes = _sizes(args.sizes)
+    spreads = _spreads(args.spread)
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
@@ -943,21 +1091,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sizes": sizes,
             "upload_threads": args.upload_threads,
             "warmup": not args.no_warmup,
+            "spread_s": spreads,
             "load_start": _load(),
             **machine_facts(),
         },
         "sizes": [],
     }
     try:
-        for files in sizes:
-            _progress(f"{files:,} files: starting a sandbox")
+        for files, spread in [(f, s) for f in sizes for s in spreads or [0.0]]:
+            _progress(f"{files:,} files" + (f" over {spread:g} s" if spread else "") + ": starting a sandbox")
             size = run_size(
                 files,
                 counter,
                 meter,
                 warmup=not args.no_warmup,
                 upload_threads=args.upload_threads,
-                timeout=idle_timeout(files),
+                timeout=idle_timeout(files, spread),
+                spread_s=spread,
             )
             _progress(
                 f"{files:,} files: {size['runs']} runs, wall {size['wall_s']:.1f}s, {size['files_per_s']:.2f} files/s, "
@@ -972,7 +1122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     write_section(args.out, results)
-    _progress(f"wrote the {SECTION} section of {args.out} in {results['meta']['duration_s']:.0f}s")
+    section = SPREAD_SECTION if spreads else SECTION
+    _progress(f"wrote the {section} section of {args.out} in {results['meta']['duration_s']:.0f}s")
     return 0
 
 

@@ -10,11 +10,16 @@ from typing import Any
 from bench.large_folder import (
     HEADING,
     SECTION,
+    SPREAD_HEADING,
+    SPREAD_SECTION,
     FolderCallCounter,
     calls_by,
     findings,
     per_file,
     render_section,
+    render_spread_section,
+    router_records,
+    upload_offsets,
     write_section,
 )
 
@@ -356,3 +361,63 @@ def test_counter_gives_uploads_to_the_driver_and_iam_checks_on_handler_threads_t
     assert counter.internal_on_handler_threads == 1
     counter.reset()
     assert counter.snapshot() == ([], 0) and counter.internal_on_handler_threads == 0
+
+
+# -- a folder uploaded over time (--spread): the folder-over-time section ---------------------------
+
+
+def test_uploads_are_spread_evenly_from_the_first_to_the_last() -> None:
+    assert upload_offsets(5, 60.0) == [0.0, 15.0, 30.0, 45.0, 60.0]
+    assert upload_offsets(3, 0.0) == [0.0, 0.0, 0.0]
+    assert upload_offsets(1, 60.0) == [0.0]
+
+
+def test_router_records_count_outcomes_and_failed_records_by_reason() -> None:
+    lines = [
+        {"message": "message routed", "outcome": "started"},
+        {"message": "message routed", "outcome": "resent"},
+        {"message": "message routed", "outcome": "resent"},
+        {"message": "message routed", "outcome": "waiting"},
+        {"message": "job message not routed; SQS retries it, then the DLQ", "reason": "aws_error"},
+        {"message": "something else", "outcome": "started"},
+    ]
+    assert router_records(lines) == {
+        "router_outcomes": {"started": 1, "resent": 2, "waiting": 1},
+        "router_failures": {"aws_error": 1},
+    }
+
+
+def _spread_results() -> dict[str, Any]:
+    size = _size(500, 70.0, runs=5, upload=60.0, last=66.5, cpu=90.0)
+    size.update(
+        spread_s=60.0,
+        router_outcomes={"started": 5, "resent": 7, "waiting": 2},
+        router_failures={},
+        settings={"capacity_retry_seconds": 2.0, "folder_settle_seconds": 2.0},
+    )
+    failing = copy.deepcopy(size)
+    failing.update(router_failures={"contention": 3}, last_terminal_s=90.0)
+    return {"meta": {**RESULTS["meta"], "spread_s": [60.0]}, "sizes": [size, failing]}
+
+
+def test_the_spread_section_shows_re_sends_failed_records_and_the_longest_wait() -> None:
+    text = render_spread_section(_spread_results())
+    assert text.startswith(SPREAD_HEADING + "\n")
+    assert "FolderSettleSeconds, scaled: 2 s" in text and "capacity wait's delay, 2 s here" in text
+    rows = _rows(text, "| files | uploaded over s")
+    # the fixture's runs overlap (12 s each, 10 s apart): no time without a running execution
+    assert rows[0] == "| 500 | 60.00 | 5 (100 files) | 5 · **7** · 2 | **0** | 6.50 | 0 | 70.00 | yes |"
+    assert rows[1].split(" | ")[4:6] == ["**3** (contention 3)", "30.00"]
+    assert "No Router record failed" not in text
+    clean = _spread_results()
+    clean["sizes"] = clean["sizes"][:1]
+    assert "No Router record failed: 7 time(s) a run kept changing" in render_spread_section(clean)
+
+
+def test_write_section_puts_a_spread_run_in_its_own_section(tmp_path) -> None:
+    out = tmp_path / "PERFORMANCE.md"
+    write_section(out, RESULTS)
+    write_section(out, _spread_results())
+    text = out.read_text()
+    assert f"<!-- bench:{SECTION} -->\n{HEADING}" in text
+    assert f"<!-- bench:{SPREAD_SECTION} -->\n{SPREAD_HEADING}" in text
