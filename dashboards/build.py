@@ -2,10 +2,13 @@
 
 Two dashboards, generated into template.yaml beside the alarms (`pipeops template build`):
 
-- *Operations* (`<stack>-operations`): backlog, dead-letter queues, the semaphore, executions,
-  runs, throughput, run latency, the reconciler, every function and both tables, with the alarm
-  status widget on top. Each alarm's threshold is drawn on the widget that shows its metric, as
-  cdk-monitoring-constructs puts alarms beside their graphs.
+- *Operations* (`<stack>-operations`): opens on what on-call needs first: the composite alarm's
+  state, the alarms not OK (an alarm status widget filtered to ALARM and INSUFFICIENT_DATA: the
+  healthy ones are not listed), and the charts behind the critical alarms. Then the rest: backlog,
+  the semaphore, executions, throughput, run latency, the reconciler, the functions side by side,
+  both tables, and every alarm's status in one widget at the bottom. Each alarm's threshold is
+  drawn on the widget that shows its metric, as cdk-monitoring-constructs puts alarms beside their
+  graphs.
 - *Run drill-down* (`<stack>-run-drilldown`): Logs Insights widgets over the functions' log groups
   (errors with job id, execution name and file key; one run's timeline).
 
@@ -22,6 +25,7 @@ alarm on the same metric always carry the same dimensions.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +58,13 @@ NUMBER_PLACEHOLDERS = frozenset({"MaxConcurrentWorkflows"})
 MAIN_QUEUE = "MainQueue"
 JOB_ID_PLACEHOLDER = "REPLACE_WITH_JOB_ID"  # the drill-down's timeline query: edit it in the console
 DEFAULT_START = "-PT3H"
-CHART_HEIGHT = 6
-FUNCTION_HEIGHT = 5  # nine rows of three function charts: a little lower
+CRITICAL_WIDTH, CHART_HEIGHT = 6, 6  # the charts behind the critical alarms, four a row
+REST_WIDTH, REST_HEIGHT = 6, 5  # the rest: four a row, a little lower
+STATUS_HEIGHT = 3  # the composite's state and the alarms not OK, side by side
+COMPOSITE_WIDTH = 6
+ALL_ALARMS_HEIGHT = 4
+NOT_OK_STATES = ("ALARM", "INSUFFICIENT_DATA")
+GROUPED_LABEL_MAX = 2  # more alarms than this on one threshold line: "9 …Errors alarms > 0"
 THRESHOLD_COLOR = "#d13212"  # alarm thresholds (the renderer's and the console's alarm red)
 LIMIT_COLOR = "#545b64"  # limits that are no alarm: a function's timeout, the semaphore's max
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
@@ -274,12 +283,22 @@ def _threshold_annotations(specs: Sequence[AlarmSpec]) -> list[dict[str, Any]]:
         grouped.setdefault((spec.threshold, spec.comparison), []).append(spec.name_suffix)
     return [
         {
-            "label": f"{', '.join(suffixes)} {_SYMBOLS[comparison]} {threshold:g}",
+            "label": f"{alarm_names_label(suffixes)} {_SYMBOLS[comparison]} {threshold:g}",
             "value": threshold,
             "color": THRESHOLD_COLOR,
         }
         for (threshold, comparison), suffixes in grouped.items()
     ]
+
+
+def alarm_names_label(suffixes: Sequence[str]) -> str:
+    """The alarms of one threshold line: "A, B" for a few; "9 …Errors alarms" for many that share a
+    CamelCase ending (a line's label has room for a few names only). Pure."""
+    if len(suffixes) <= GROUPED_LABEL_MAX:
+        return ", ".join(suffixes)
+    ending = os.path.commonprefix([suffix[::-1] for suffix in suffixes])[::-1]  # noqa: RUF071 (characters meant)
+    common = "".join(re.findall(r"[A-Z][a-z0-9]*", ending))  # whole words: "…rErrors" -> "Errors"
+    return f"{len(suffixes)} …{common} alarms" if common else f"{len(suffixes)} alarms"
 
 
 def _limit(label: str, value: float | str) -> dict[str, Any]:
@@ -366,12 +385,20 @@ def _backlog() -> list[_Chart]:
 
 
 def _dead_letter_queues() -> list[_Chart]:
+    """One chart for the three DLQs: each message is work that failed every retry."""
     return [
         _Chart(
-            f"{queue}: messages",
-            [aws(ResourceKind.QUEUE, "ApproximateNumberOfMessagesVisible", queue, label="visible")],
+            "Dead-letter queues: messages",
+            [
+                aws(
+                    ResourceKind.QUEUE,
+                    "ApproximateNumberOfMessagesVisible",
+                    queue,
+                    label=queue.removesuffix("DeadLetterQueue") or "main",
+                )
+                for queue, *_ in DEAD_LETTER_QUEUES
+            ],
         )
-        for queue, *_ in DEAD_LETTER_QUEUES
     ]
 
 
@@ -384,7 +411,6 @@ def _semaphore() -> list[_Chart]:
                 ours(Metric.CONCURRENCY_ACTIVE, Function.RECONCILER, stat="Minimum", label="active (min)"),
                 ours(Metric.WORKFLOWS_RUNNING, Function.RECONCILER, label="workflows running"),
             ],
-            width=6,
             limits=[_limit("MaxConcurrentWorkflows", sub("MaxConcurrentWorkflows"))],
         ),
         _Chart(
@@ -393,7 +419,6 @@ def _semaphore() -> list[_Chart]:
                 ours(Metric.COUNTER_DRIFT, Function.RECONCILER, stat="Minimum", label="drift (min)"),
                 ours(Metric.COUNTER_DRIFT, Function.RECONCILER, stat="Maximum", label="drift (max)"),
             ],
-            width=6,
         ),
         _Chart(
             "Slots acquired and released",
@@ -402,7 +427,6 @@ def _semaphore() -> list[_Chart]:
                 *ours_by_emitter(Metric.SLOTS_RELEASED, label="released"),
                 ours(Metric.DUPLICATE_RELEASES, Function.TRACKER, label="duplicate releases"),
             ],
-            width=12,
         ),
     ]
 
@@ -478,7 +502,6 @@ def _latency() -> list[_Chart]:
                 ours(Metric.QUEUE_WAIT, Function.ROUTER, stat="p90", label="p90"),
                 ours(Metric.QUEUE_WAIT, Function.ROUTER, stat="Maximum", label="max"),
             ],
-            width=6,
         ),
         _Chart(
             "Run duration: start to end (s)",
@@ -487,12 +510,10 @@ def _latency() -> list[_Chart]:
                 ours(Metric.JOB_DURATION, Function.TRACKER, stat="p90", label="p90"),
                 ours(Metric.JOB_DURATION, Function.TRACKER, stat="Maximum", label="max"),
             ],
-            width=6,
         ),
         _Chart(
             "Files failed per run (%)",
             [ours(Metric.RUN_FILE_FAILURE_PERCENT, Function.FINALIZE, label="failed files %")],
-            width=6,
             y_max=100,
         ),
         _Chart(
@@ -502,7 +523,6 @@ def _latency() -> list[_Chart]:
                 ours(Metric.STALE_JOBS_RECLAIMED, Function.BATCH_TRIGGER, label="stale jobs reclaimed"),
                 ours(Metric.STALE_STATUS_WRITES, Function.TRACKER, label="stale status writes"),
             ],
-            width=6,
         ),
     ]
 
@@ -510,14 +530,13 @@ def _latency() -> list[_Chart]:
 def _reconciler() -> list[_Chart]:
     recon = Function.RECONCILER
     return [
-        _Chart("Reconciler runs (heartbeat)", [ours(Metric.RECONCILE_RUNS, recon, label="runs")], width=6),
+        _Chart("Reconciler runs (heartbeat)", [ours(Metric.RECONCILE_RUNS, recon, label="runs")]),
         _Chart(
             "Stall signals",
             [
                 ours(Metric.SLOTS_FULL_IDLE, recon, label="slots full, idle"),
                 ours(Metric.BACKLOG_STALLED, recon, label="backlog stalled"),
             ],
-            width=6,
         ),
         _Chart(
             "Implausible drift, orphans",
@@ -525,7 +544,6 @@ def _reconciler() -> list[_Chart]:
                 ours(Metric.IMPLAUSIBLE_DRIFT, recon, label="implausible drift"),
                 ours(Metric.ORPHAN_EXECUTIONS, recon, label="orphan executions"),
             ],
-            width=6,
         ),
         _Chart(
             "Reconciler repairs",
@@ -535,45 +553,39 @@ def _reconciler() -> list[_Chart]:
                 ours(Metric.UNANNOUNCED_RUNS_REPAIRED, recon, label="unannounced runs"),
                 ours(Metric.RECONCILE_RACES_LOST, recon, label="races lost"),
             ],
-            width=6,
         ),
     ]
 
 
 def _functions(template: Mapping[str, Any]) -> list[_Chart]:
-    """One row per function: invocations and errors; throttles and concurrency; duration vs its timeout."""
+    """The functions side by side, one line each: invocations, errors, throttles, concurrency; then
+    p99 duration against the timeout, one chart per timeout (so one threshold and one limit each)."""
     fn = ResourceKind.FUNCTION
-    charts: list[_Chart] = []
-    for function, timeout in function_timeouts(template).items():
-        short = _short(function)
-        charts += [
+    timeouts = function_timeouts(template)
+
+    def by_function(name: str, *, stat: str | None = None) -> list[list[Any]]:
+        return [aws(fn, name, function, stat=stat, label=_legend_name(function)) for function in timeouts]
+
+    charts = [
+        _Chart("Invocations by function", by_function("Invocations")),
+        _Chart("Errors by function (raised or timed out)", by_function("Errors")),
+        _Chart("Throttles by function", by_function("Throttles")),
+        _Chart("Concurrent executions by function (max)", by_function("ConcurrentExecutions")),
+    ]
+    groups: dict[int, list[str]] = {}
+    for function, timeout in timeouts.items():
+        groups.setdefault(timeout, []).append(function)
+    for timeout, functions in sorted(groups.items()):
+        charts.append(
             _Chart(
-                f"{short}: invocations and errors",
+                f"Duration p99 (ms), timeout {timeout} s: {', '.join(_legend_name(f) for f in functions)}",
                 [
-                    aws(fn, "Invocations", function, label="invocations"),
-                    aws(fn, "Errors", function, label="errors"),
+                    aws(fn, "Duration", function, stat="p99", label=_legend_name(function))
+                    for function in functions
                 ],
-                height=FUNCTION_HEIGHT,
-            ),
-            _Chart(
-                f"{short}: throttles and concurrency",
-                [
-                    aws(fn, "Throttles", function, label="throttles"),
-                    aws(fn, "ConcurrentExecutions", function, label="concurrent (max)"),
-                ],
-                height=FUNCTION_HEIGHT,
-            ),
-            _Chart(
-                f"{short}: duration (ms)",
-                [
-                    aws(fn, "Duration", function, stat="p50", label="p50"),
-                    aws(fn, "Duration", function, stat="p99", label="p99"),
-                    aws(fn, "Duration", function, stat="Maximum", label="max"),
-                ],
-                height=FUNCTION_HEIGHT,
                 limits=[_limit(f"timeout {timeout} s", timeout * 1000)],
-            ),
-        ]
+            )
+        )
     return charts
 
 
@@ -586,7 +598,6 @@ def _tables() -> list[_Chart]:
                 aws(ResourceKind.TABLE, "WriteThrottleEvents", table, label="write throttles"),
                 aws(ResourceKind.TABLE, "ConditionalCheckFailedRequests", table, label="condition failures"),
             ],
-            width=GRID_COLUMNS // len(TABLES),
         )
         for table in TABLES
     ]
@@ -600,31 +611,101 @@ def alarm_arn(suffix: str) -> str:
     )
 
 
-def _alarm_widgets(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
-    arns = [alarm_arn(COMPOSITE.removesuffix("Alarm"))] + [alarm_arn(spec.name_suffix) for spec in specs]
-    chunks = [
+def _alarm_widget(
+    title: str, arns: Sequence[str], width: int, height: int, **extra: Any
+) -> Callable[[int, int], dict[str, Any]]:
+    return lambda x, y: {
+        "type": "alarm",
+        "x": x,
+        "y": y,
+        "width": width,
+        "height": height,
+        "properties": {"title": title, "alarms": list(arns), "sortBy": "stateUpdatedTimestamp", **extra},
+    }
+
+
+def _chunks(arns: Sequence[str]) -> list[Sequence[str]]:
+    return [
         arns[start : start + MAX_ALARMS_PER_WIDGET] for start in range(0, len(arns), MAX_ALARMS_PER_WIDGET)
     ]
-    for number, chunk in enumerate(chunks, 1):
-        title = "Alarms (ALARM first)" + (f" {number}/{len(chunks)}" if len(chunks) > 1 else "")
-        grid.full_width(
-            lambda x, y, chunk=chunk, title=title: {
-                "type": "alarm",
-                "x": x,
-                "y": y,
-                "width": GRID_COLUMNS,
-                "height": CHART_HEIGHT,
-                "properties": {"title": title, "alarms": chunk, "sortBy": "stateUpdatedTimestamp"},
-            },
-            CHART_HEIGHT,
+
+
+def _status(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
+    """The composite's state, and beside it every alarm that is not OK (the healthy ones are not listed)."""
+    composite = alarm_arn(COMPOSITE.removesuffix("Alarm"))
+    grid.items.append(
+        _alarm_widget("Pipeline health (any critical alarm)", [composite], COMPOSITE_WIDTH, STATUS_HEIGHT)(
+            0, grid.y
         )
+    )
+    chunks = _chunks([alarm_arn(spec.name_suffix) for spec in specs])
+    width = (GRID_COLUMNS - COMPOSITE_WIDTH) // len(chunks)
+    for number, chunk in enumerate(chunks):
+        title = "Alarms not OK (ALARM first; OK ones not listed)" + (
+            f" {number + 1}/{len(chunks)}" if len(chunks) > 1 else ""
+        )
+        grid.items.append(
+            _alarm_widget(title, chunk, width, STATUS_HEIGHT, states=list(NOT_OK_STATES))(
+                COMPOSITE_WIDTH + number * width, grid.y
+            )
+        )
+    grid.y += STATUS_HEIGHT
 
 
-def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> dict[str, Any]:
-    """The operations dashboard, with each alarm of `specs` drawn on the widget that shows its metric.
+def _all_alarms(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
+    arns = [alarm_arn(COMPOSITE.removesuffix("Alarm"))] + [alarm_arn(spec.name_suffix) for spec in specs]
+    chunks = _chunks(arns)
+    for number, chunk in enumerate(chunks, 1):
+        title = "Every alarm (ALARM first)" + (f" {number}/{len(chunks)}" if len(chunks) > 1 else "")
+        grid.full_width(_alarm_widget(title, chunk, GRID_COLUMNS, ALL_ALARMS_HEIGHT), ALL_ALARMS_HEIGHT)
+
+
+def _attach(specs: Sequence[AlarmSpec], charts: Sequence[_Chart]) -> None:
+    """Each alarm onto the chart that shows its metric (with its statistic, if one does).
 
     Raises ValueError for an alarm whose metric no widget shows (add the widget, never drop the alarm).
     """
+    for spec in specs:
+        chart = next((c for c in charts if c.shows_with_stat(spec)), None) or next(
+            (c for c in charts if c.shows(spec)), None
+        )
+        if chart is None:
+            raise ValueError(
+                f"{spec.logical_id}: no widget shows {spec.watched.namespace}/{spec.watched.name}"
+            )
+        chart.alarms.append(spec)
+
+
+def _sized(charts: Sequence[_Chart], width: int, height: int) -> list[_Chart]:
+    for chart in charts:
+        chart.width, chart.height = width, height
+    return list(charts)
+
+
+def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> dict[str, Any]:
+    """The operations dashboard: status first, the charts behind the critical alarms next, then the rest.
+
+    Each alarm of `specs` is drawn on the widget that shows its metric; a chart that carries a
+    critical alarm (one the composite watches) moves up to the first section. Raises ValueError for
+    an alarm whose metric no widget shows.
+    """
+    sections = (
+        (
+            "## Backlog, the semaphore (slots held, sampled by the reconciler) and executions",
+            _backlog() + _semaphore() + _executions(),
+        ),
+        ("## Dead-letter queues: each message is work that failed every retry", _dead_letter_queues()),
+        (
+            "## Throughput, run latency, stale work and the reconciler",
+            _throughput() + _latency() + _reconciler(),
+        ),
+        ("## Functions side by side, and p99 duration against each timeout", _functions(template)),
+        ("## DynamoDB: throttles, and conditional writes refused (lost races, duplicates)", _tables()),
+    )
+    _attach(specs, [chart for _, charts in sections for chart in charts])
+    critical = [
+        chart for _, charts in sections for chart in charts if any(spec.critical for spec in chart.alarms)
+    ]
     grid = _Grid()
     grid.full_width(
         lambda x, y: _text(
@@ -637,35 +718,16 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
         ),
         2,
     )
-    _alarm_widgets(specs, grid)
-    sections = (
-        ("## Backlog: the main queue and the runs waiting in it", _backlog()),
-        ("## Dead-letter queues: each message is work that failed every retry", _dead_letter_queues()),
-        ("## Semaphore: slots held (the reconciler's samples) against executions running", _semaphore()),
-        ("## Executions and the router", _executions()),
-        ("## Throughput", _throughput()),
-        ("## Run latency and stale work", _latency()),
-        ("## Reconciler: heartbeat, findings, repairs", _reconciler()),
-        (
-            "## Functions: invocations and errors, throttles and concurrency, duration p50/p99/max against the timeout",
-            _functions(template),
-        ),
-        ("## DynamoDB: throttles, and conditional writes refused (lost races, duplicates)", _tables()),
-    )
-    charts: list[_Chart] = []
-    for markdown, section in sections:
-        grid.section(markdown)
-        grid.charts(section)
-        charts += section
-    for spec in specs:
-        chart = next((c for c in charts if c.shows_with_stat(spec)), None) or next(
-            (c for c in charts if c.shows(spec)), None
-        )
-        if chart is None:
-            raise ValueError(
-                f"{spec.logical_id}: no widget shows {spec.watched.namespace}/{spec.watched.name}"
-            )
-        chart.alarms.append(spec)
+    _status(specs, grid)
+    grid.section("## Behind the critical alarms (the composite's): where a page starts")
+    grid.charts(_sized(critical, CRITICAL_WIDTH, CHART_HEIGHT))
+    for markdown, charts in sections:
+        rest = [chart for chart in charts if chart not in critical]
+        if rest:
+            grid.section(markdown)
+            grid.charts(_sized(rest, REST_WIDTH, REST_HEIGHT))
+    grid.section("## Every alarm")
+    _all_alarms(specs, grid)
     return {"start": DEFAULT_START, "periodOverride": "inherit", "widgets": grid.widgets()}
 
 

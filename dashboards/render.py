@@ -5,6 +5,13 @@ same body from any metric source as inline SVG made here: no script, no font, no
 Content-Security-Policy of `default-src 'none'` makes that a property of the page, not a promise.
 Every widget sits on the 24-column grid at fixed pixel sizes (`layout`), so a screenshot can be
 checked pixel by pixel.
+
+Above the grid, one line counts the alarms by state and names those in ALARM (the body's own alarm
+widgets list them). The drawn window starts shortly before the first datapoint of any chart (at
+most the window asked for, at least `MIN_WINDOW`): a young sandbox's minutes are not squeezed
+against the right edge of three hours. Counters (Sum, SampleCount) are drawn as one bar per
+period while a period is a few pixels wide; other series (and counters over long windows) as
+lines broken where periods are missing, a lone point as a dot.
 """
 
 from __future__ import annotations
@@ -28,9 +35,7 @@ ROW_PX = 40  # one grid row: the default 6-row widget is 240 px tall
 GUTTER_PX = 4  # each widget is inset this much inside its cells (8 px between neighbours)
 PAGE_PAD_PX = 16
 HEADER_PX = 40  # page title and time window
-BADGES_PER_ROW = 4  # an alarm badge spans 6 columns ...
-BADGE_ROW_PX = 2 * ROW_PX  # ... and 2 rows
-NO_ALARMS_PX = ROW_PX
+ALARM_LINE_PX = ROW_PX  # the one line above the grid that counts the alarms by state
 SECTION_GAP_PX = 8
 WIDGET_TITLE_PX = 24
 LEGEND_PX = 36
@@ -48,6 +53,11 @@ ANNOTATION_COLOR = "#d13212"
 DEFAULT_STAT = "Average"
 DEFAULT_PERIOD = 300
 STATE_ORDER = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
+COUNTER_STATS = frozenset({"Sum", "SampleCount"})  # drawn as bars: a count per period
+MIN_BAR_PX = 3.0  # narrower periods (long windows): counters are drawn as lines, broken at gaps
+GAP_PERIODS = 1.5  # a line breaks where consecutive points are further apart than this many periods
+MIN_WINDOW = timedelta(minutes=10)
+ALARM_COLUMN_PX = 280  # an alarm list flows into columns this wide
 _HEX_COLOR = re.compile(r"#(?:[0-9a-fA-F]{3}){1,2}")
 
 
@@ -234,11 +244,14 @@ def _optional_str(value: Any) -> str | None:
 # --- geometry -----------------------------------------------------------------------------------
 
 
-def layout(body: Mapping[str, Any], *, alarm_count: int) -> Layout:
-    """Pixel boxes of every widget: column c starts at PAGE_PAD_PX + c*COL_PX, row r at grid_top + r*ROW_PX."""
+def layout(body: Mapping[str, Any], *, alarm_count: int = 0) -> Layout:
+    """Pixel boxes of every widget: column c starts at PAGE_PAD_PX + c*COL_PX, row r at grid_top + r*ROW_PX.
+
+    `alarm_count` is accepted for callers of the page with a strip of alarm badges; the alarms now
+    take one line whatever their number."""
     widgets = _widgets(body)
     cells = place(widgets)
-    grid_top = PAGE_PAD_PX + HEADER_PX + _alarm_strip_height(alarm_count) + SECTION_GAP_PX
+    grid_top = PAGE_PAD_PX + HEADER_PX + ALARM_LINE_PX + SECTION_GAP_PX
     boxes = tuple(
         WidgetBox(index, cell, _outer(cell, grid_top), _plot_box(widget, _outer(cell, grid_top)))
         for index, (widget, cell) in enumerate(zip(widgets, cells, strict=True))
@@ -252,10 +265,6 @@ def layout(body: Mapping[str, Any], *, alarm_count: int) -> Layout:
 def _widgets(body: Mapping[str, Any]) -> list[Any]:
     widgets = body.get("widgets") if isinstance(body, Mapping) else None
     return widgets if isinstance(widgets, list) else []
-
-
-def _alarm_strip_height(alarm_count: int) -> int:
-    return math.ceil(alarm_count / BADGES_PER_ROW) * BADGE_ROW_PX if alarm_count else NO_ALARMS_PX
 
 
 def _problems_height(count: int) -> int:
@@ -320,10 +329,12 @@ def render_html(
     if end <= start:
         raise ValueError(f"end ({end.isoformat()}) must be after start ({start.isoformat()})")
     geometry = layout(body, alarm_count=len(alarms))
-    context = _Context(fetch, start, end, alarms, logs)
     widgets = _widgets(body)
+    fetched = _prefetch(widgets, fetch, start, end)
+    drawn_start = fit_start([points[0][0] for points in fetched.values() if points], start, end)
+    context = _Context(lambda query, *_: fetched.get(query, ()), drawn_start, end, alarms, logs)
     parts = [
-        _header(title, start, end),
+        _header(title, drawn_start, end, asked=start),
         _alarm_strip(alarms),
         *(_widget(widgets[box.index], box, context) for box in geometry.widgets),
         _problems_section(problems(body), geometry),
@@ -336,6 +347,43 @@ def render_html(
         + "\n".join(part for part in parts if part)
         + "\n</div></body></html>\n"
     )
+
+
+def _prefetch(
+    widgets: Sequence[Any], fetch: Fetch, start: datetime, end: datetime
+) -> dict[MetricQuery, list[tuple[datetime, float]]]:
+    """Every drawn series once, its finite points inside [start, end], oldest first."""
+    found: dict[MetricQuery, list[tuple[datetime, float]]] = {}
+    for widget in widgets:
+        if not isinstance(widget, Mapping) or widget.get("type") != "metric":
+            continue
+        properties = _properties(widget)
+        try:
+            queries = expand_metrics(
+                _list(properties.get("metrics")),
+                stat=properties.get("stat") if isinstance(properties.get("stat"), str) else DEFAULT_STAT,
+                period=_int_or(properties.get("period"), DEFAULT_PERIOD),
+            )
+        except ValueError:
+            continue  # the widget says why it cannot be drawn
+        for query in queries:
+            if query.visible and query.expression is None and query not in found:
+                found[query] = sorted(
+                    (moment, float(value))
+                    for moment, value in fetch(query, start, end)
+                    if start <= moment <= end and math.isfinite(float(value))
+                )
+    return found
+
+
+def fit_start(firsts: Sequence[datetime], start: datetime, end: datetime) -> datetime:
+    """Where the drawn window starts: a tenth of the data's span (at least a minute) before its
+    first point, never before `start`, and at least `MIN_WINDOW` before `end`. Pure."""
+    if not firsts:
+        return start
+    first = min(firsts)
+    fitted = min(first - max((end - first) / 10, timedelta(minutes=1)), end - MIN_WINDOW)
+    return max(start, fitted)
 
 
 @dataclass(frozen=True)
@@ -362,6 +410,12 @@ _CSS = (
     ".st-alarm{background:#d13212}.st-insufficient{background:#8d6605}.st-ok{background:#1d8102}"
     ".st-other{background:#545b64}"
     ".noalarms{color:#545b64;padding:10px 0}"
+    ".alarmline{display:flex;align-items:center;gap:8px;white-space:nowrap}"
+    ".chip{padding:4px 10px;overflow:hidden;text-overflow:ellipsis}"
+    ".big{position:absolute;left:8px;right:8px;top:4px;bottom:8px;padding:8px 12px;font-size:13px}"
+    ".big b{display:block;font-size:22px}.big span{display:block;white-space:nowrap;overflow:hidden;"
+    "text-overflow:ellipsis}.big .reason{font-size:11px;opacity:.9}"
+    ".fold{margin:4px 0 0}"
     ".w{background:#fff;box-shadow:0 0 0 1px #d5dbdb}"
     ".wt{position:absolute;left:0;top:0;right:0;height:24px;padding:4px 8px;font-weight:600;"
     "white-space:nowrap;overflow:hidden;text-overflow:ellipsis}"
@@ -378,7 +432,8 @@ _CSS = (
     "pre{margin:0;white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}"
     "table{border-collapse:collapse;margin-top:6px;font-size:11px}"
     "td,th{border-bottom:1px solid #eaeded;padding:2px 6px;text-align:left;vertical-align:top}"
-    ".alarmlist{margin:0;padding:0;list-style:none}.alarmlist li{margin:2px 0}"
+    ".alarmlist{margin:0;padding:0;list-style:none;column-gap:16px}.alarmlist li{margin:2px 0;"
+    "white-space:nowrap;overflow:hidden;text-overflow:ellipsis;break-inside:avoid}"
     ".alarmlist .badge{display:inline-block;padding:1px 6px;margin-right:6px;font-size:11px}"
     ".problems{color:#8d6605}.problems ul{margin:0;padding-left:18px}"
     ".problems li{height:18px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}"
@@ -393,9 +448,11 @@ def _style(box: Box) -> str:
     return f"left:{box.left}px;top:{box.top}px;width:{box.width}px;height:{box.height}px"
 
 
-def _header(title: str, start: datetime, end: datetime) -> str:
+def _header(title: str, start: datetime, end: datetime, *, asked: datetime | None = None) -> str:
     box = Box(PAGE_PAD_PX, PAGE_PAD_PX, GRID_COLUMNS * COL_PX, HEADER_PX)
     window = f"{_utc(start):%Y-%m-%d %H:%M} to {_utc(end):%Y-%m-%d %H:%M} UTC"
+    if asked is not None and asked < start:
+        window += f" (fitted to the data; asked from {_utc(asked):%H:%M})"
     return (
         f'<header class="abs head" style="{_style(box)}"><h1>{_esc(title)}</h1>'
         f'<span class="window">{_esc(window)}</span></header>'
@@ -419,28 +476,23 @@ def _state_class(state: str) -> str:
 
 
 def _alarm_strip(alarms: Sequence[AlarmBadge]) -> str:
-    top = PAGE_PAD_PX + HEADER_PX
+    """One line: how many alarms in each state, and the names of those in ALARM."""
+    box = Box(PAGE_PAD_PX, PAGE_PAD_PX + HEADER_PX, GRID_COLUMNS * COL_PX, ALARM_LINE_PX)
     if not alarms:
-        box = Box(PAGE_PAD_PX, top, GRID_COLUMNS * COL_PX, NO_ALARMS_PX)
         return f'<section class="abs noalarms" style="{_style(box)}">No alarm states were supplied.</section>'
-    badges = []
-    for position, alarm in enumerate(_by_state(alarms)):
-        row, column = divmod(position, BADGES_PER_ROW)
-        cell = Cell(column * GRID_COLUMNS // BADGES_PER_ROW, 0, GRID_COLUMNS // BADGES_PER_ROW, 2)
-        box = Box(
-            PAGE_PAD_PX + cell.x * COL_PX + GUTTER_PX,
-            top + row * BADGE_ROW_PX + GUTTER_PX,
-            cell.width * COL_PX - 2 * GUTTER_PX,
-            BADGE_ROW_PX - 2 * GUTTER_PX,
+    counts: dict[str, int] = {}
+    for alarm in alarms:
+        counts[alarm.state] = counts.get(alarm.state, 0) + 1
+    chips = []
+    for state in sorted(counts, key=lambda state: STATE_ORDER.get(state, len(STATE_ORDER))):
+        names = ""
+        if state == "ALARM":
+            names = ": " + ", ".join(alarm.name for alarm in _by_state(alarms) if alarm.state == "ALARM")
+        chips.append(
+            f'<span class="badge chip {_state_class(state)}" data-state="{_esc(state)}">'
+            f"{counts[state]} {_esc(state)}{_esc(names)}</span>"
         )
-        runbook = f'<span class="runbook">runbook: {_esc(alarm.runbook)}</span>' if alarm.runbook else ""
-        badges.append(
-            f'<div class="abs badge {_state_class(alarm.state)}" style="{_style(box)}" '
-            f'data-alarm="{_esc(alarm.name)}" data-state="{_esc(alarm.state)}" title="{_esc(alarm.reason)}">'
-            f"<b>{_esc(alarm.state)} · {_esc(alarm.name)}</b>"
-            f'<span class="reason">{_esc(alarm.reason)}</span>{runbook}</div>'
-        )
-    return '<section class="alarms">' + "".join(badges) + "</section>"
+    return f'<section class="abs alarmline" style="{_style(box)}">{"".join(chips)}</section>'
 
 
 def _alarm_name(arn: Any) -> str:
@@ -448,28 +500,47 @@ def _alarm_name(arn: Any) -> str:
     return text.split(":alarm:", 1)[1] if ":alarm:" in text else text
 
 
-def _alarm_list(arns: Sequence[Any], properties: Mapping[str, Any], alarms: Sequence[AlarmBadge]) -> str:
-    """The listed alarms' states, filtered by `states` and ordered by `sortBy` like the console."""
+def _alarm_list(
+    arns: Sequence[Any], properties: Mapping[str, Any], alarms: Sequence[AlarmBadge], columns: int = 1
+) -> str:
+    """The listed alarms' states, filtered by `states` and ordered by `sortBy` like the console; the
+    alarms the filter leaves out are counted by state. One alarm alone fills the widget."""
     known = {alarm.name: alarm for alarm in alarms}
-    shown = [
+    listed = [
         known.get(_alarm_name(arn), AlarmBadge(_alarm_name(arn), "UNKNOWN", "state not supplied"))
         for arn in arns
     ]
     states = properties.get("states")
-    if isinstance(states, list) and states:
-        shown = [alarm for alarm in shown if alarm.state in states]
+    shown = (
+        [alarm for alarm in listed if alarm.state in states]
+        if isinstance(states, list) and states
+        else listed
+    )
     if properties.get("sortBy") in ("stateUpdatedTimestamp", "timestamp"):
         shown = _by_state(shown)
     else:
         shown = sorted(shown, key=lambda alarm: alarm.name)
+    folded: dict[str, int] = {}
+    for alarm in listed:
+        if alarm not in shown:
+            folded[alarm.state] = folded.get(alarm.state, 0) + 1
+    fold = ", ".join(f"{count} {state}" for state, count in sorted(folded.items()))
+    fold_line = f'<p class="nodata fold">not listed: {_esc(fold)}</p>' if fold else ""
+    if len(listed) == 1 and shown:
+        (alarm,) = shown
+        return (
+            f'<div class="big badge {_state_class(alarm.state)}" data-alarm="{_esc(alarm.name)}" '
+            f'data-state="{_esc(alarm.state)}"><b>{_esc(alarm.state)}</b><span>{_esc(alarm.name)}</span>'
+            f'<span class="reason">{_esc(alarm.reason)}</span></div>'
+        )
     if not shown:
-        return '<p class="nodata">no alarms in the selected states</p>'
+        return f'<p class="nodata">no alarms in the selected states</p>{fold_line}'
     items = "".join(
         f'<li data-alarm="{_esc(alarm.name)}"><span class="badge {_state_class(alarm.state)}">{_esc(alarm.state)}</span>'
         f"{_esc(alarm.name)}</li>"
         for alarm in shown
     )
-    return f'<ul class="alarmlist">{items}</ul>'
+    return f'<ul class="alarmlist" style="columns:{max(columns, 1)}">{items}</ul>{fold_line}'
 
 
 # --- widgets ------------------------------------------------------------------------------------
@@ -488,7 +559,8 @@ def _widget(widget: Any, box: WidgetBox, context: _Context) -> str:
     if kind == "metric":
         inner = _metric_widget(properties, box, context)
     elif kind == "alarm":
-        inner = f'<div class="wb">{_alarm_list(_list(properties.get("alarms")), properties, context.alarms)}</div>'
+        columns = box.outer.width // ALARM_COLUMN_PX
+        inner = f'<div class="wb">{_alarm_list(_list(properties.get("alarms")), properties, context.alarms, columns)}</div>'
     elif kind == "log":
         inner = f'<div class="wb">{_log_widget(properties, context)}</div>'
     else:
@@ -659,7 +731,7 @@ def _chart(
         f'<g class="plot" transform="translate({PLOT_LEFT_PX} {PLOT_TOP_PX})" clip-path="url(#plot-{box.index})">',
         *_bands(horizontal, scale),
         *_vertical_annotations(annotations, scale),
-        *(_polyline(one, scale) for one in series if one.points),
+        *_series_marks(series, scale),
         *_annotation_lines(horizontal, scale),
         "</g>",
     ]
@@ -680,16 +752,67 @@ def _chart(
     return svg + _legend(series, queries)
 
 
-def _polyline(one: _Series, scale: _Scale) -> str:
-    coords = " ".join(f"{scale.x(moment):.1f},{scale.y(value):.1f}" for moment, value in one.points)
-    line = (
-        f'<polyline class="series" data-label="{_esc(one.query.label)}" points="{coords}" fill="none" '
-        f'stroke="{one.color}" stroke-width="2" stroke-linejoin="round" stroke-linecap="round"/>'
+def _series_marks(series: Sequence[_Series], scale: _Scale) -> list[str]:
+    """Counters as bars (side by side within a period when several share a chart) while a period is
+    at least MIN_BAR_PX wide; the rest, and counters over long windows, as lines."""
+    counters = [
+        one
+        for one in series
+        if one.points and one.query.stat in COUNTER_STATS and _bar_px(one, scale) >= MIN_BAR_PX
+    ]
+    marks = [_bars(one, scale, counters.index(one), len(counters)) for one in counters]
+    marks += [_lines(one, scale) for one in series if one.points and one not in counters]
+    return marks
+
+
+def _bar_px(one: _Series, scale: _Scale) -> float:
+    return scale.width * one.query.period / max((scale.end - scale.start).total_seconds(), 1.0)
+
+
+def _bars(one: _Series, scale: _Scale, slot: int, slots: int) -> str:
+    """One bar per datapoint, spanning its period (a datapoint's time is its period's start); a zero
+    is a thin bar on the baseline, so a counter that was read as 0 differs from one with no data."""
+    period = timedelta(seconds=one.query.period)
+    base = scale.y(max(scale.low, 0.0))
+    rects = []
+    for moment, value in one.points:
+        left, right = scale.x(moment), min(scale.x(moment + period), float(scale.width))
+        width = max(right - left, 2.0) / slots
+        top = min(scale.y(value), base - 1.5)
+        rects.append(
+            f'<rect x="{left + slot * width:.1f}" y="{top:.1f}" width="{max(width - 0.5, 1.0):.1f}" '
+            f'height="{max(base - top, 1.5):.1f}"/>'
+        )
+    return (
+        f'<g class="series bars" data-label="{_esc(one.query.label)}" fill="{one.color}">'
+        + "".join(rects)
+        + "</g>"
     )
-    if len(one.points) == 1:
-        moment, value = one.points[0]
-        line += f'<circle cx="{scale.x(moment):.1f}" cy="{scale.y(value):.1f}" r="3" fill="{one.color}"/>'
-    return line
+
+
+def _lines(one: _Series, scale: _Scale) -> str:
+    """A line through consecutive periods, broken where periods are missing; a lone point is a dot."""
+    gap = timedelta(seconds=one.query.period * GAP_PERIODS)
+    runs: list[list[tuple[datetime, float]]] = []
+    for point in one.points:
+        if runs and point[0] - runs[-1][-1][0] <= gap:
+            runs[-1].append(point)
+        else:
+            runs.append([point])
+    parts = []
+    for run in runs:
+        if len(run) == 1:
+            moment, value = run[0]
+            parts.append(
+                f'<circle cx="{scale.x(moment):.1f}" cy="{scale.y(value):.1f}" r="3" fill="{one.color}"/>'
+            )
+            continue
+        coords = " ".join(f"{scale.x(moment):.1f},{scale.y(value):.1f}" for moment, value in run)
+        parts.append(
+            f'<polyline class="series" data-label="{_esc(one.query.label)}" points="{coords}" fill="none" '
+            f'stroke="{one.color}" stroke-width="2" stroke-linejoin="round" stroke-linecap="round"/>'
+        )
+    return "".join(parts)
 
 
 @dataclass(frozen=True)

@@ -116,8 +116,12 @@ def test_more_than_a_hundred_alarms_are_split_over_alarm_widgets() -> None:
     ]
     body = operations_body(many, TEMPLATE)
     widgets = [widget for widget in body["widgets"] if widget["type"] == "alarm"]
-    assert len(widgets) == -(-(len(many) + 1) // MAX_ALARMS_PER_WIDGET) > 1
-    assert sum(len(widget["properties"]["alarms"]) for widget in widgets) == len(many) + 1
+    not_ok = [w for w in widgets if w["properties"].get("states")]
+    every = [w for w in widgets if w["properties"]["title"].startswith("Every alarm")]
+    assert len(not_ok) == -(-len(many) // MAX_ALARMS_PER_WIDGET) > 1
+    assert len(every) == -(-(len(many) + 1) // MAX_ALARMS_PER_WIDGET) > 1
+    assert sum(len(widget["properties"]["alarms"]) for widget in not_ok) == len(many)
+    assert sum(len(widget["properties"]["alarms"]) for widget in every) == len(many) + 1
     assert problems(resolve(body, sample_names(body))) == []
 
 
@@ -176,20 +180,19 @@ def test_every_catalogued_metric_is_on_the_operations_dashboard() -> None:
     assert {(spec.namespace, spec.name) for spec in AWS_CATALOG.values()} <= shown
 
 
-def test_each_function_duration_widget_draws_p50_and_p99_against_its_timeout() -> None:
-    for function, timeout in function_timeouts(TEMPLATE).items():
-        widget = next(
+def test_each_function_p99_duration_is_drawn_against_its_timeout_beside_functions_of_the_same_timeout() -> None:
+    timeouts = function_timeouts(TEMPLATE)
+    for function, timeout in timeouts.items():
+        (widget,) = [
             w
             for w in charts(OPERATIONS)
-            if {
-                (q.name, q.stat)
-                for q in rows(w)
-                if dict(q.dimensions).get("FunctionName") == "${" + function + "}"
-            }
-            >= {("Duration", "p50"), ("Duration", "p99")}
-        )
+            if ("Duration", "p99", "${" + function + "}")
+            in {(q.name, q.stat, dict(q.dimensions).get("FunctionName")) for q in rows(w)}
+        ]
         values = [note["value"] for note in widget["properties"]["annotations"]["horizontal"]]
         assert timeout * 1000 in values, function
+        drawn = {dict(q.dimensions)["FunctionName"] for q in rows(widget)}
+        assert drawn == {"${" + f + "}" for f, t in timeouts.items() if t == timeout}, function
 
 
 def test_the_semaphore_widget_draws_active_count_average_and_minimum_and_running_under_the_max() -> None:
@@ -207,9 +210,14 @@ def test_the_semaphore_widget_draws_active_count_average_and_minimum_and_running
 # -- alarms -------------------------------------------------------------------------------------
 
 
-def alarms_of(note: dict[str, Any]) -> list[str]:
-    """The alarm suffixes an annotation is labelled with: "A, B > 0" -> [A, B]."""
-    return note["label"].rsplit(" ", 2)[0].split(", ")
+def labels(note: dict[str, Any], spec: AlarmSpec) -> bool:
+    """Whether an annotation's label stands for `spec`: "A, B > 0" names it; "9 …Errors alarms > 0"
+    stands for the alarms ending in Errors drawn on that widget."""
+    names = note["label"].rsplit(" ", 2)[0]
+    grouped = re.fullmatch(r"(\d+) …(\w+) alarms", names)
+    if grouped:
+        return spec.name_suffix.endswith(grouped[2]) and note["value"] == spec.threshold
+    return spec.name_suffix in names.split(", ")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.logical_id)
@@ -217,8 +225,9 @@ def test_each_alarm_threshold_is_drawn_on_a_widget_showing_its_metric(spec: Alar
     drawn = [
         (widget, note)
         for widget in charts(OPERATIONS)
+        if any(shows(q, spec) for q in rows(widget))
         for note in widget["properties"].get("annotations", {}).get("horizontal", [])
-        if spec.name_suffix in alarms_of(note)
+        if labels(note, spec)
     ]
     assert len(drawn) == 1, f"{spec.logical_id}: its threshold is drawn {len(drawn)} times"
     widget, note = drawn[0]
@@ -230,12 +239,51 @@ def test_each_alarm_threshold_is_drawn_on_a_widget_showing_its_metric(spec: Alar
     )
 
 
-def test_the_alarm_widget_lists_every_alarm_and_the_composite() -> None:
-    listed = [arn for w in OPERATIONS["widgets"] if w["type"] == "alarm" for arn in w["properties"]["alarms"]]
-    expected = [alarm_arn(COMPOSITE.removesuffix("Alarm"))] + [alarm_arn(spec.name_suffix) for spec in SPECS]
-    assert listed == expected
-    resolved = resolve({"alarms": listed}, sample_names(OPERATIONS))["alarms"]
+def test_the_page_opens_on_the_composite_and_the_alarms_not_ok_and_ends_with_every_alarm() -> None:
+    widgets = OPERATIONS["widgets"]
+    composite = alarm_arn(COMPOSITE.removesuffix("Alarm"))
+    every = [alarm_arn(spec.name_suffix) for spec in SPECS]
+    header, health, not_ok = widgets[:3]
+    assert header["type"] == "text" and header["y"] == 0
+    assert health["type"] == not_ok["type"] == "alarm" and health["y"] == not_ok["y"] == header["height"]
+    assert health["properties"]["alarms"] == [composite]
+    assert not_ok["properties"]["alarms"] == every
+    assert not_ok["properties"]["states"] == ["ALARM", "INSUFFICIENT_DATA"]  # the healthy ones: not listed
+    assert not_ok["properties"]["sortBy"] == "stateUpdatedTimestamp"
+    last = widgets[-1]
+    assert last["type"] == "alarm" and last["properties"]["alarms"] == [composite, *every]
+    assert "states" not in last["properties"]
+    resolved = resolve({"alarms": every}, sample_names(OPERATIONS))["alarms"]
     assert f"arn:aws:cloudwatch:eu-west-1:{ACCOUNT}:alarm:ops-stack-DlqNotEmpty" in resolved
+
+
+def test_the_charts_behind_the_critical_alarms_come_first_and_only_they() -> None:
+    critical = {spec.name_suffix for spec in SPECS if spec.critical}
+    metric_charts = charts(OPERATIONS)
+    first_section_y = min(w["y"] for w in metric_charts)
+    sections = sorted({w["y"] for w in OPERATIONS["widgets"] if w["type"] == "text" and w["y"] > first_section_y})
+    first = [w for w in metric_charts if w["y"] < sections[0]]
+    carried = {
+        spec.name_suffix
+        for w in metric_charts
+        for note in w["properties"].get("annotations", {}).get("horizontal", [])
+        for spec in SPECS
+        if labels(note, spec) and any(shows(q, spec) for q in rows(w))
+    }
+    assert critical <= carried
+    for widget in metric_charts:
+        carries = {
+            spec.name_suffix
+            for note in widget["properties"].get("annotations", {}).get("horizontal", [])
+            for spec in SPECS
+            if labels(note, spec) and any(shows(q, spec) for q in rows(widget))
+        }
+        assert (widget in first) == bool(carries & critical), widget["properties"]["title"]
+
+
+def test_the_page_is_far_shorter_than_a_tile_per_alarm_and_a_chart_row_per_function() -> None:
+    rows_tall = max(w["y"] + w["height"] for w in OPERATIONS["widgets"])
+    assert rows_tall <= 64  # 40 px a row offline: about 2,600 px (it was 5,440 with 45 alarm tiles on top)
 
 
 # -- the run drill-down -------------------------------------------------------------------------

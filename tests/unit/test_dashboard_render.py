@@ -13,6 +13,7 @@ import pytest
 from dashboards.render import (
     COL_PX,
     GUTTER_PX,
+    MIN_WINDOW,
     PAGE_PAD_PX,
     ROW_PX,
     AlarmBadge,
@@ -20,6 +21,7 @@ from dashboards.render import (
     ChromiumMissing,
     MetricQuery,
     expand_metrics,
+    fit_start,
     layout,
     render_html,
     screenshot,
@@ -173,11 +175,10 @@ def test_widgets_sit_on_the_grid_at_fixed_pixels_per_unit() -> None:
     assert f"left:{box.left}px;top:{box.top}px;width:{box.width}px;height:{box.height}px" in str(div["style"])
 
 
-def test_the_grid_starts_below_the_alarm_strip_which_grows_a_row_per_four_alarms() -> None:
+def test_the_alarms_take_one_line_above_the_grid_however_many_there_are() -> None:
     body = {"widgets": [metric_widget()]}
-    tops = [layout(body, alarm_count=count).grid_top for count in (0, 1, 4, 5)]
-    assert tops[1] == tops[2] < tops[3]
-    assert tops[3] - tops[2] == 2 * ROW_PX
+    tops = {layout(body, alarm_count=count).grid_top for count in (0, 1, 4, 45, 200)}
+    assert len(tops) == 1 and tops.pop() <= PAGE_PAD_PX + 2 * ROW_PX + GUTTER_PX * 2
 
 
 # --- charts -------------------------------------------------------------------------------------
@@ -331,23 +332,20 @@ def test_the_same_input_renders_the_same_bytes() -> None:
 # --- alarms, logs, the rest -----------------------------------------------------------------------
 
 
-def test_the_alarm_strip_puts_alarm_first_then_insufficient_data_then_ok() -> None:
+def test_the_alarm_line_counts_each_state_alarm_first_and_names_the_alarms_in_alarm() -> None:
     alarms = [
         AlarmBadge("queue-age", "OK", "fine"),
         AlarmBadge("heartbeat", "INSUFFICIENT_DATA", "no data"),
         AlarmBadge("dlq-depth", "ALARM", "Threshold Crossed", "runbooks/dlq.md"),
         AlarmBadge("b-errors", "ALARM", "Threshold Crossed"),
+        AlarmBadge("router", "OK", "fine"),
     ]
     dom = Elements(render([metric_widget()], alarms=alarms))
-    badges = [(attrs["data-state"], attrs["data-alarm"]) for attrs in dom.all("div") if "data-state" in attrs]
-    assert badges == [
-        ("ALARM", "b-errors"),
-        ("ALARM", "dlq-depth"),
-        ("INSUFFICIENT_DATA", "heartbeat"),
-        ("OK", "queue-age"),
-    ]
-    assert "st-alarm" in str(dom.all("div", data_alarm="dlq-depth")[0]["class"])
-    assert "runbook: runbooks/dlq.md" in "".join(dom.text)
+    chips = [attrs["data-state"] for attrs in dom.all("span") if "chip" in str(attrs.get("class"))]
+    assert chips == ["ALARM", "INSUFFICIENT_DATA", "OK"]
+    text = "".join(dom.text)
+    assert "2 ALARM: b-errors, dlq-depth" in text and "1 INSUFFICIENT_DATA" in text and "2 OK" in text
+    assert "queue-age" not in text  # healthy alarms are a count, not a tile each
 
 
 def test_no_alarms_supplied_is_said_not_hidden() -> None:
@@ -363,6 +361,61 @@ def test_an_alarm_widget_shows_the_states_of_its_alarms_filtered_and_sorted() ->
     widget["properties"] |= {"sortBy": "stateUpdatedTimestamp", "states": ["OK", "UNKNOWN"]}
     items = Elements(render([widget], alarms=alarms)).all("li")
     assert [item["data-alarm"] for item in items] == ["queue-age", "not-supplied"]
+
+
+def test_an_alarm_widget_filtered_to_alarms_not_ok_counts_the_healthy_ones_it_leaves_out() -> None:
+    arns = [ARN.format(name) for name in ("a", "b", "c", "d")]
+    properties = {"alarms": arns, "states": ["ALARM", "INSUFFICIENT_DATA"], "sortBy": "stateUpdatedTimestamp"}
+    widget = {"type": "alarm", "x": 0, "y": 0, "width": 18, "height": 3, "properties": properties}
+    alarms = [AlarmBadge("a", "OK"), AlarmBadge("b", "ALARM"), AlarmBadge("c", "OK"), AlarmBadge("d", "OK")]
+    dom = Elements(render([widget], alarms=alarms))
+    assert [item["data-alarm"] for item in dom.all("li")] == ["b"]
+    assert "not listed: 3 OK" in "".join(dom.text)
+    quiet = Elements(render([widget], alarms=[AlarmBadge(n, "OK") for n in "abcd"]))
+    assert quiet.all("li") == [] and "no alarms in the selected states" in "".join(quiet.text)
+
+
+def test_an_alarm_widget_of_one_alarm_is_one_big_badge_of_its_state() -> None:
+    widget = {"type": "alarm", "x": 0, "y": 0, "width": 6, "height": 3, "properties": {"alarms": [ARN.format("all")]}}
+    dom = Elements(render([widget], alarms=[AlarmBadge("all", "ALARM", "child in ALARM")]))
+    (badge,) = dom.all("div", data_alarm="all")
+    assert "big" in str(badge["class"]) and "st-alarm" in str(badge["class"]) and badge["data-state"] == "ALARM"
+
+
+# --- the window and how sparse series are drawn -----------------------------------------------
+
+
+def test_the_window_starts_shortly_before_the_first_datapoint_of_any_chart() -> None:
+    late = START + timedelta(minutes=40)
+
+    def recent(query: MetricQuery, start: datetime, end: datetime) -> list[tuple[datetime, float]]:
+        return [(late + timedelta(minutes=m), 1.0) for m in range(20)]
+
+    page = render([metric_widget()], recent)
+    assert "2024-05-01 09:38 to 2024-05-01 10:00 UTC (fitted to the data; asked from 09:00)" in page
+    assert fit_start([], START, END) == START  # no data: the window asked for
+    assert fit_start([END - timedelta(minutes=1)], START, END) == END - MIN_WINDOW
+    assert fit_start([START + timedelta(minutes=1)], START, END) == START
+
+
+def test_counters_are_bars_one_per_period_and_other_series_break_where_periods_are_missing() -> None:
+    rows = [
+        ["PipeOps", "JobsFailed", {"stat": "Sum", "period": 60, "label": "failed"}],
+        ["PipeOps", "QueueWait", {"stat": "Maximum", "period": 60, "label": "wait"}],
+    ]
+    minutes = (0, 1, 2, 30, 50, 51)  # three, a lone one, two: far apart
+
+    def sparse(query: MetricQuery, start: datetime, end: datetime) -> list[tuple[datetime, float]]:
+        return [(start + timedelta(minutes=m), float(m % 5)) for m in minutes]
+
+    dom = Elements(render([metric_widget(metrics=rows)], sparse))
+    (bars,) = dom.all("g", data_label="failed")
+    assert "bars" in str(bars["class"])
+    rects = [tag for tag, attrs in dom.tags if tag == "rect"]
+    assert len(rects) >= len(minutes)  # a bar per datapoint (plus the clip path's rectangle)
+    lines = dom.all("polyline", data_label="wait")
+    assert len(lines) == 2  # 0-1-2 and 50-51: never a slope across the empty minutes
+    assert len(dom.all("circle")) == 1  # the lone point at 30
 
 
 def test_a_log_widget_shows_its_query_and_rows_when_it_can_run_them() -> None:
