@@ -80,13 +80,30 @@ def test_each_page_links_only_to_pages_that_exist(runbook: Runbook) -> None:
     assert set(links) <= {page_path(other).name for other in Runbook} | {INDEX.name}
 
 
+def _pipeops_calls(text: str) -> list[list[str]]:
+    """Every `pipeops ...` a page shows: code-block lines and inline code, as words."""
+    lines = re.findall(r"^\s*(pipeops [^\n#]*)", text, re.MULTILINE) + re.findall(r"`(pipeops [^`]*)`", text)
+    return [line.split() for line in lines]
+
+
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
-def test_each_page_uses_only_pipeops_commands_that_exist(runbook: Runbook) -> None:
+def test_each_page_uses_only_pipeops_commands_and_options_that_exist(runbook: Runbook) -> None:
     from pipeops.cli import app
 
-    commands = set(typer.main.get_command(app).commands) | {"runbook"}  # type: ignore[attr-defined]
-    used = set(re.findall(r"(?:^\s*|`)pipeops ([a-z][a-z-]*)", load_page(runbook), re.MULTILINE))
-    assert used <= commands, f"{runbook}: unknown command(s) {sorted(used - commands)}"
+    root = typer.main.get_command(app)
+    planned = {("runbook", "run")}  # named as planned in the pages, not yet built
+    for words in _pipeops_calls(load_page(runbook)):
+        name = words[1]
+        command = typer.main.get_command(runbook_app) if name == "runbook" else root.commands.get(name)  # type: ignore[attr-defined]
+        assert command is not None, f"{runbook}: unknown command `pipeops {name}`"
+        if hasattr(command, "commands") and len(words) > 2:  # a group: its subcommand
+            if (name, words[2]) in planned:
+                continue
+            command = command.commands.get(words[2])
+            assert command is not None, f"{runbook}: unknown command `{' '.join(words[:3])}`"
+        options = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        unknown = [word for word in words if word.startswith("--") and word not in options]
+        assert not unknown, f"{runbook}: `{' '.join(words)}` has unknown option(s) {unknown}"
 
 
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
