@@ -6,11 +6,17 @@ metric they watch named through `pipeline.telemetry.catalog` only. So an alarm c
 metric that no code emits (a test checks each alarm's metric against the catalog's emitters).
 
 Every alarm watches one metric (DESIGN.md §2). A condition that combines signals (the stall
-signature, a stalled backlog) is a metric the reconciler computes. Every alarm notifies the alarm
-topic on ALARM and on OK. Its description names its runbook and the first thing to do. Its
-TreatMissingData is chosen on purpose: a silent reconciler is breaching; an idle DLQ, or a
-function that was not invoked, is not. Each alarm also carries two example series, one that must
-fire it and one that must not, which the offline evaluator replays in the tests.
+signature, a stalled backlog) is a metric the reconciler computes. Who is notified of what is
+decided in `alarms.cloudformation` (one page per incident). Its description names its runbook
+and the first thing to do. Its TreatMissingData is chosen on purpose: an idle DLQ, or a function
+that was not invoked, is not breaching. A metric published only when non-zero (DynamoDB's
+throttles) or a heartbeat (the reconciler's) is watched through `FILL(m, 0)` metric math, so
+that an alarm on it can return to OK, and a reconciler that stops reporting breaches. Each alarm
+also carries two example series, one that must fire it and one that must not, which the offline
+evaluator replays in the tests.
+
+The reconciler's alarms have one period per reconciler run: their period follows the
+ReconcileSchedule parameter, restricted to the schedules in `RECONCILE_SCHEDULES`.
 
 Thresholds follow the shape of AWS's recommended alarms
 (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Best_Practice_Recommended_Alarms_AWS_Services.html):
@@ -73,6 +79,9 @@ class AlarmSpec:
     quiet_on: Series
     rationale: str = ""
     critical: bool = False  # part of the composite "pipeline unhealthy"
+    fill: float | None = None  # watched as FILL(m, fill) metric math (alarms.evaluate, 9.)
+    # The period is one reconciler run: ReconcileSchedule's interval (`period` is the default's).
+    follows_schedule: bool = False
 
     @property
     def name_suffix(self) -> str:
@@ -97,6 +106,7 @@ class AlarmSpec:
             threshold=self.threshold,
             comparison=self.comparison,
             treat_missing_data=self.treat_missing_data,
+            fill=self.fill,
         )
 
 
@@ -275,20 +285,64 @@ def table_alarms(logical_id: str) -> list[AlarmSpec]:
             5,
             0,
             _GT,
-            TreatMissingData.IGNORE,
+            _QUIET,
             fires_on=(1, 1, 4, 2, 1),
             quiet_on=(1, 1, 0, 2, 0),
-            rationale="`ignore`, because CloudWatch ignores missing data for every AWS/DynamoDB alarm whatever is set: "
-            "a table that never throttles publishes nothing, and its alarm stays INSUFFICIENT_DATA",
+            rationale="watched as `FILL(m, 0)`: DynamoDB publishes throttles only when there are some, and "
+            "CloudWatch ignores missing data for every AWS/DynamoDB alarm whatever TreatMissingData says, so on "
+            "the bare metric the alarm would stay in ALARM after its first episode. Filled, the minutes without "
+            "throttles count as 0 and the alarm returns to OK; a table that never throttled stays "
+            "INSUFFICIENT_DATA, which pages nobody",
+            fill=0,
         )
         for direction in ("Read", "Write")
     ]
 
 
+RECONCILE_SCHEDULES: dict[str, int] = {
+    "rate(1 minute)": 60,
+    "rate(2 minutes)": 120,
+    "rate(5 minutes)": 300,
+    "rate(10 minutes)": 600,
+    "rate(15 minutes)": 900,
+}
+"""The ReconcileSchedule values the reconciler's alarms handle (its AllowedValues), with their
+periods. EventBridge wants `minute` for 1 and `minutes` otherwise; longer intervals would make a
+stall page after an hour or more."""
+DEFAULT_RECONCILE_SCHEDULE = "rate(5 minutes)"
+SCHEDULE_PARAMETER = "ReconcileSchedule"
+
+
+def schedule_condition(expression: str) -> str:
+    """The template condition that holds when ReconcileSchedule is `expression`."""
+    minutes = RECONCILE_SCHEDULES[expression] // 60
+    return f"ReconcileEvery{minutes}Minute{'s' if minutes > 1 else ''}"
+
+
+def schedule_conditions() -> dict[str, Any]:
+    """The conditions the reconciler alarms' period needs (hand-written in template.yaml's
+    Conditions; `pipeops template build` refuses a template whose conditions differ)."""
+    return {
+        schedule_condition(expression): {"Fn::Equals": [{"Ref": SCHEDULE_PARAMETER}, expression]}
+        for expression in RECONCILE_SCHEDULES
+        if expression != DEFAULT_RECONCILE_SCHEDULE
+    }
+
+
+def schedule_period() -> Any:
+    """ReconcileSchedule's interval in seconds, as a CloudFormation expression (nested Fn::If)."""
+    period: Any = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
+    for expression, seconds in reversed(RECONCILE_SCHEDULES.items()):
+        if expression != DEFAULT_RECONCILE_SCHEDULE:
+            period = {"Fn::If": [schedule_condition(expression), seconds, period]}
+    return period
+
+
 def semaphore_alarms() -> list[AlarmSpec]:
     """The pipeline's own failure modes, from the reconciler's metrics (one sample per run)."""
     recon = Function.RECONCILER
-    period = CATALOG[Metric.COUNTER_DRIFT].period
+    period = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
+    assert CATALOG[Metric.COUNTER_DRIFT].period == period, "the metric catalog samples at the default schedule"
 
     def raised_flag(logical_id: str, metric: Metric, summary: str, runbook: str, first_step: str, rationale: str = "") -> AlarmSpec:
         """A 0/1 signal the reconciler computes: one run that raises it pages."""
@@ -309,6 +363,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             quiet_on=(0, None, 0),
             rationale=rationale,
             critical=True,
+            follows_schedule=True,
         )
 
     return [
@@ -330,6 +385,29 @@ def semaphore_alarms() -> list[AlarmSpec]:
             quiet_on=(1, 2, 0, 1),
             rationale="the minimum over each run: a slot that was just released by the tracker is no drift",
             critical=True,
+            follows_schedule=True,
+        ),
+        AlarmSpec(
+            "CounterBelowRunningAlarm",
+            "active_count is below the executions holding slots: admission trusts the count, so more than "
+            "MaxConcurrentWorkflows may run until it is set right.",
+            "counter-drift",
+            "`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the count to "
+            "the holders",
+            pipeline_metric(Metric.COUNTER_DRIFT, recon),
+            "Maximum",
+            period,
+            1,
+            1,
+            0,
+            _LT,
+            _QUIET,
+            fires_on=(0, 0, -3),
+            quiet_on=(0, None, 2),
+            rationale="the other side of CounterDrift, on the first run that sees it: a count can only fall below "
+            "its holders by a bad write (a hand edit, a bug), never by a race, and while it is low the cap is broken",
+            critical=True,
+            follows_schedule=True,
         ),
         AlarmSpec(
             "SlotsFullIdleAlarm",
@@ -348,6 +426,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             fires_on=(0, 1, 1),
             quiet_on=(1, 0, 1),
             critical=True,
+            follows_schedule=True,
         ),
         raised_flag(
             "BacklogStalledAlarm",
@@ -367,23 +446,28 @@ def semaphore_alarms() -> list[AlarmSpec]:
         ),
         AlarmSpec(
             "ReconcilerSilentAlarm",
-            "The reconciler has stopped reporting: nothing repairs drift and its alarms see nothing.",
+            "The reconciler has stopped reporting for 3 of its runs: nothing repairs drift and its alarms see nothing.",
             "reconciler-silent",
             "check the ReconcilerFunction's errors and its schedule rule (enabled, ReconcileSchedule)",
             pipeline_metric(Metric.RECONCILE_RUNS, recon),
             "Sum",
             period,
-            2,
-            2,
+            3,
+            3,
             1,
             _LT,
-            _BREACH,
-            fires_on=(1, None, None, None, None),
+            TreatMissingData.IGNORE,
+            fires_on=(1, None, None, None),
             quiet_on=(1, None, 1, None),
-            rationale="missing data is breaching: a heartbeat that stops is the failure. It fires once the last "
-            "heartbeat leaves CloudWatch's evaluation range (N + 2 periods: 20 minutes at the default 5-minute "
-            "ReconcileSchedule, which it assumes)",
+            rationale="watched as `FILL(m, 0)` with missing data ignored, so that a new stack is quiet until there "
+            "is something to say: while a heartbeat is in the evaluation range every run without one counts as 0, "
+            "and 3 in a row page (15 minutes at the default 5-minute ReconcileSchedule; the period is always one "
+            "scheduled run). Before the first heartbeat there is nothing to fill and the alarm stays "
+            "INSUFFICIENT_DATA (a reconciler that never ran at all pages through ReconcilerErrors or not at all); "
+            "once the last heartbeat leaves the range, `ignore` keeps the ALARM until the reconciler reports again",
             critical=True,
+            fill=0,
+            follows_schedule=True,
         ),
     ]
 
@@ -392,19 +476,24 @@ def router_alarms() -> list[AlarmSpec]:
     return [
         AlarmSpec(
             "RouterFailuresAlarm",
-            "The router failed to route messages in 3 of the last 5 minutes (retried, then the DLQ).",
+            "The router failed to route messages in 2 of the last 15 minutes (retried, then the DLQ).",
             "router-failures",
             "Logs Insights on the router: `filter level = \"ERROR\" | stats count() by reason`",
             pipeline_metric(Metric.ROUTER_FAILURES, Function.ROUTER),
             "Sum",
             60,
-            5,
-            3,
+            15,
+            2,
             0,
             _GT,
             _QUIET,
-            fires_on=(1, 0, 2, 1, 0),
-            quiet_on=(1, 0, 2, None, 0),
+            fires_on=(1, 0, 0, 0, 0, 0, 1),
+            quiet_on=(4, 0, 0, 0, 0, 0, None),
+            rationale="2 of the last 15 minutes, not 3 of 5: one poison message fails once per visibility timeout "
+            "(365 s), 5 times before the DLQ, so its failures are 6 minutes apart and no 5 minutes ever held 3 "
+            "of them; a message fails again only a visibility timeout later, so a burst that one retry clears "
+            "stays in one minute. Critical, so that the poison message that also fills the DLQ pages once",
+            critical=True,
         )
     ]
 
@@ -414,19 +503,23 @@ def pipeline_alarms() -> list[AlarmSpec]:
     return [
         AlarmSpec(
             "FileFailureRateAlarm",
-            "On average more than 20% of the files of the runs accounted for failed, two periods in a row.",
+            "On average more than 20% of the files of the runs accounted for in 5 minutes failed.",
             "file-failure-rate",
             "`pipeops jobs --status FAILED` and `pipeops job show <id>`: one bad file type, or a detector outage",
             pipeline_metric(Metric.RUN_FILE_FAILURE_PERCENT, Function.FINALIZE),
             "Average",
             metric.period,
-            2,
-            2,
+            1,
+            1,
             20,
             _GT,
             _QUIET,
-            fires_on=(0, 50, 30),
-            quiet_on=(50, 0, 100),
+            fires_on=(0, None, 50),
+            quiet_on=(50, None, 10),
+            rationale="one period, not two in a row: in a quiet hour the one bad run is the only sample of its "
+            "period and the next period has none, so 'two in a row' never fired; in a busy period one bad run is "
+            "averaged with the good ones. Critical, so that a run that fails its files and its execution pages once",
+            critical=True,
         )
     ]
 

@@ -1,7 +1,18 @@
-"""The alarm catalog as CloudFormation resources: the topic, every alarm, and the composite.
+"""The alarm catalog as CloudFormation resources: the topics, every alarm, and the composite.
 
 Generated into template.yaml by `pipeops template build` (never edited there by hand). Alarm
 names are `<stack>-<suffix>`, so two stacks in one account never share an alarm.
+
+Who hears what (one page per incident, and a new stack is quiet):
+
+- `AlarmTopic` is the page (subscribe the pager; `AlarmEmail` subscribes to it). It gets only the
+  composite `PipelineUnhealthy` going to ALARM: an incident fires several alarms (a poison message
+  fails the router, its Lambda invocations and fills the DLQ), and pages once.
+- `AlarmStateTopic` carries everything else, for a chat channel or a ticket queue: every alarm's
+  own ALARM and OK (which alarm of the incident fired, and the warnings: the alarms that are not
+  critical, such as a function's duration or a table's throttles), and the composite's return to
+  OK. CloudWatch runs an alarm's OKActions when it first leaves INSUFFICIENT_DATA for OK, so a new
+  stack sends one OK per alarm here, and nothing to the page.
 """
 
 from __future__ import annotations
@@ -9,42 +20,70 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from alarms.catalog import TOPIC, AlarmSpec, critical
+from alarms.catalog import TOPIC, AlarmSpec, critical, schedule_period
 
 COMPOSITE = "PipelineUnhealthyAlarm"
 EMAIL_SUBSCRIPTION = "AlarmEmailSubscription"
+STATE_TOPIC = "AlarmStateTopic"
 
 
 def alarm_name(suffix: str) -> dict[str, str]:
     return {"Fn::Sub": f"${{AWS::StackName}}-{suffix}"}
 
 
+def actions(spec: AlarmSpec) -> dict[str, Any]:
+    """Every metric alarm tells the state topic; a critical one pages through the composite."""
+    return {"AlarmActions": [{"Ref": STATE_TOPIC}], "OKActions": [{"Ref": STATE_TOPIC}]}
+
+
+def _metric(spec: AlarmSpec) -> dict[str, Any]:
+    """The metric part of the alarm: the metric itself, or FILL metric math over it."""
+    period = schedule_period() if spec.follows_schedule else spec.period
+    dimensions = [{"Name": name, "Value": value} for name, value in spec.watched.dimensions]
+    if spec.fill is None:
+        statistic = {"ExtendedStatistic" if spec.rule().is_percentile else "Statistic": spec.statistic}
+        return {
+            "Namespace": spec.watched.namespace,
+            "MetricName": spec.watched.name,
+            "Dimensions": dimensions,
+            **statistic,
+            "Period": period,
+        }
+    metric = {"Namespace": spec.watched.namespace, "MetricName": spec.watched.name, "Dimensions": dimensions}
+    return {
+        "Metrics": [
+            {"Id": "m", "MetricStat": {"Metric": metric, "Period": period, "Stat": spec.statistic}, "ReturnData": False},
+            {
+                "Id": "filled",
+                "Expression": f"FILL(m, {format(spec.fill, 'g')})",
+                "Label": f"{spec.watched.name} ({format(spec.fill, 'g')} when not published)",
+                "ReturnData": True,
+            },
+        ]
+    }
+
+
 def alarm_resource(spec: AlarmSpec) -> dict[str, Any]:
-    statistic = {"ExtendedStatistic" if spec.rule().is_percentile else "Statistic": spec.statistic}
     return {
         "Type": "AWS::CloudWatch::Alarm",
         "Properties": {
             "AlarmName": alarm_name(spec.name_suffix),
             "AlarmDescription": spec.description,
-            "Namespace": spec.watched.namespace,
-            "MetricName": spec.watched.name,
-            "Dimensions": [{"Name": name, "Value": value} for name, value in spec.watched.dimensions],
-            **statistic,
-            "Period": spec.period,
+            **_metric(spec),
             "EvaluationPeriods": spec.evaluation_periods,
             "DatapointsToAlarm": spec.datapoints_to_alarm,
             "Threshold": spec.threshold,
             "ComparisonOperator": spec.comparison.value,
             "TreatMissingData": spec.treat_missing_data.value,
             "ActionsEnabled": True,
-            "AlarmActions": [{"Ref": TOPIC}],
-            "OKActions": [{"Ref": TOPIC}],
+            **actions(spec),
         },
     }
 
 
 def composite_resource(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """"Pipeline unhealthy": any critical alarm in ALARM (one page for on-call, the rest context)."""
+    """"Pipeline unhealthy": any critical alarm in ALARM (one page for on-call, the rest context);
+    its return to OK goes to the state topic (its first OK, at creation, would page otherwise)."""
     rule = " OR ".join(f'ALARM("${{{spec.logical_id}}}")' for spec in critical(specs))
     return {
         "Type": "AWS::CloudWatch::CompositeAlarm",
@@ -52,19 +91,19 @@ def composite_resource(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
             "AlarmName": alarm_name("PipelineUnhealthy"),
             "AlarmDescription": (
                 "One of the pipeline's critical alarms is in ALARM (DLQs, drift, stall, backlog, reconciler, "
-                "executions). Runbook: pipeline-unhealthy. First: `pipeops alarms list` names the alarm in ALARM "
-                "and its runbook."
+                "executions, router failures, file failures). Runbook: pipeline-unhealthy. First: `pipeops alarms "
+                "list` names the alarm in ALARM and its runbook; this notification's TriggeringChildren name it too."
             ),
             "AlarmRule": {"Fn::Sub": rule},
             "ActionsEnabled": True,
             "AlarmActions": [{"Ref": TOPIC}],
-            "OKActions": [{"Ref": TOPIC}],
+            "OKActions": [{"Ref": STATE_TOPIC}],
         },
     }
 
 
 def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """The topic (with the optional e-mail subscription), every alarm, and the composite."""
+    """The topics (the page with the optional e-mail subscription), every alarm, the composite."""
     out: dict[str, Any] = {
         TOPIC: {
             "Type": "AWS::SNS::Topic",
@@ -74,6 +113,13 @@ def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
                 # states and metric values, never file contents or PII. The display name (at most
                 # 100 characters) names the stage, not the stack: a stack name may be 128 long.
                 "DisplayName": {"Fn::Sub": "pipeops ${Stage} alarms"},
+            },
+        },
+        STATE_TOPIC: {
+            "Type": "AWS::SNS::Topic",
+            "Properties": {
+                # Not encrypted, as the page topic: recoveries, and which child alarm fired.
+                "DisplayName": {"Fn::Sub": "pipeops ${Stage} alarm states"},
             },
         },
         EMAIL_SUBSCRIPTION: {

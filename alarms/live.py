@@ -4,17 +4,40 @@
 replays each metric alarm with `alarms.evaluate` over the datapoints CloudWatch returns for its
 evaluation range. It shows the datapoints that decided the verdict, so an on-call engineer can
 see why an alarm is (or is not) firing without opening the console.
+
+A time-scaled sandbox evaluates its alarms in virtual time (`sandbox.alarm_engine`): one
+virtual 5-minute period lasts 15 real seconds there. Judged on the wall clock, its heartbeat
+alarm would see no complete period yet and say ALARM while the engine says OK. So the check asks a
+served sandbox for its clock (`GET /_sandbox/clock`: origin and factor) and, given one, judges in
+virtual time too: it reads the raw samples (1-second statistics) of the real span of the range
+and places them in virtual time as the engine does. Reasons then name each period by its
+wall-clock start and its virtual one.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alarms.evaluate import AlarmRule, AlarmState, evaluate, evaluation_window
+from alarms.evaluate import (
+    AlarmRule,
+    AlarmState,
+    Sample,
+    cloudwatch_stamp,
+    evaluate,
+    evaluate_samples,
+    evaluation_window,
+    watched_metric,
+)
+from alarms.text import shorten
+
+__all__ = ["CLOCK_PATH", "AlarmView", "Check", "SandboxClock", "check_alarms", "list_alarms", "sandbox_clock", "shorten"]
 
 _RUNBOOK = re.compile(r"Runbook: ([a-z0-9-]+)")
 
@@ -43,6 +66,45 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class SandboxClock:
+    """A time-scaled sandbox's clock: virtual = origin + (real - origin) / time_scale."""
+
+    origin: datetime
+    time_scale: float
+
+    def virtual(self, real: datetime) -> datetime:
+        return self.origin + (real - self.origin) / self.time_scale
+
+    def real(self, virtual: datetime) -> datetime:
+        return self.origin + (virtual - self.origin) * self.time_scale
+
+    def stamp(self, virtual: datetime) -> str:
+        real, shown = cloudwatch_stamp(self.real(virtual)), cloudwatch_stamp(virtual)
+        return real if real == shown else f"{real}, virtual {shown}"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SandboxClock:
+        origin = datetime.fromisoformat(str(data["origin"]))
+        return cls(origin if origin.tzinfo else origin.replace(tzinfo=UTC), float(data["time_scale"]))
+
+
+CLOCK_PATH = "/_sandbox/clock"
+
+
+def sandbox_clock(endpoint_url: str | None, timeout: float = 5.0) -> SandboxClock | None:
+    """The clock a served sandbox at `endpoint_url` evaluates its alarms on; None for AWS, or an
+    endpoint that is not a time-scaled sandbox."""
+    if not endpoint_url:
+        return None
+    try:
+        with urllib.request.urlopen(endpoint_url.rstrip("/") + CLOCK_PATH, timeout=timeout) as response:
+            clock = SandboxClock.from_dict(json.loads(response.read()))
+    except (OSError, ValueError, KeyError, urllib.error.URLError):
+        return None
+    return None if clock.time_scale == 1.0 else clock
 
 
 def runbook_of(description: str | None) -> str:
@@ -78,36 +140,78 @@ def list_alarms(cloudwatch: Any, stack_name: str) -> list[AlarmView]:
     return sorted(views, key=lambda view: (order.get(view.state, 3), view.name))
 
 
+def _statistics(rule: AlarmRule) -> dict[str, list[str]]:
+    return {"ExtendedStatistics": [rule.statistic]} if rule.is_percentile else {"Statistics": [rule.statistic]}
+
+
 def _datapoints(cloudwatch: Any, alarm: dict[str, Any], rule: AlarmRule, now: datetime) -> dict[datetime, float]:
     start, end = evaluation_window(rule, now)
-    statistic = rule.statistic
-    extended = rule.is_percentile
     response = cloudwatch.get_metric_statistics(
-        Namespace=alarm["Namespace"],
-        MetricName=alarm["MetricName"],
-        Dimensions=alarm.get("Dimensions", []),
-        StartTime=start,
-        EndTime=end,
-        Period=rule.period_seconds,
-        **({"ExtendedStatistics": [statistic]} if extended else {"Statistics": [statistic]}),
+        **watched_metric(alarm), StartTime=start, EndTime=end, Period=rule.period_seconds, **_statistics(rule)
     )
     points: dict[datetime, float] = {}
     for point in response.get("Datapoints", []):
-        value = point.get("ExtendedStatistics", {}).get(statistic) if extended else point.get(statistic)
+        value = point.get("ExtendedStatistics", {}).get(rule.statistic) if rule.is_percentile else point.get(rule.statistic)
         if value is not None:
             points[point["Timestamp"]] = float(value)
     return points
 
 
-def check_alarms(cloudwatch: Any, stack_name: str, now: datetime) -> list[Check]:
-    """The evaluator's verdict for every metric alarm of the stack, from the metrics now."""
+_SET = ("SampleCount", "Sum", "Minimum", "Maximum")
+
+
+def _virtual_samples(
+    cloudwatch: Any, alarm: dict[str, Any], rule: AlarmRule, now: datetime, clock: SandboxClock
+) -> list[Sample]:
+    """The metric's 1-second statistics over the real span of the virtual evaluation range, as
+    samples at their virtual moments (a percentile period weighs each second by its count)."""
+    start, end = evaluation_window(rule, now)
+    real_start, real_end = clock.real(start), clock.real(end) + timedelta(seconds=1)
+    statistics: dict[str, list[str]] = {"Statistics": list(_SET)}
+    if rule.is_percentile:
+        statistics["ExtendedStatistics"] = [rule.statistic]
+    response = cloudwatch.get_metric_statistics(
+        **watched_metric(alarm), StartTime=real_start, EndTime=real_end, Period=1, **statistics
+    )
+    samples = []
+    for point in response.get("Datapoints", []):
+        count = float(point.get("SampleCount") or 0)
+        if count <= 0:
+            continue
+        value = {
+            "Minimum": point.get("Minimum"),
+            "Maximum": point.get("Maximum"),
+        }.get(rule.statistic, (point.get("Sum") or 0.0) / count)
+        if rule.is_percentile:
+            value = point.get("ExtendedStatistics", {}).get(rule.statistic)
+        if value is not None:
+            timestamp = point["Timestamp"] if point["Timestamp"].tzinfo else point["Timestamp"].replace(tzinfo=UTC)
+            samples.append(Sample(clock.virtual(timestamp), float(value), count))
+    return samples
+
+
+def check_alarms(
+    cloudwatch: Any, stack_name: str, now: datetime, clock: SandboxClock | None = None
+) -> list[Check]:
+    """The evaluator's verdict for every metric alarm of the stack, from the metrics now (on the
+    sandbox's virtual clock when `clock` is given). Metric math other than FILL is left out."""
     checks: list[Check] = []
     for kind, alarm in _alarms(cloudwatch, f"{stack_name}-"):
-        if kind == "composite" or alarm.get("Metrics"):
-            continue  # composite and metric-math alarms: their state is what CloudWatch says
-        rule = AlarmRule.from_put_metric_alarm(alarm)
+        if kind == "composite":
+            continue  # its state is what CloudWatch says
+        try:
+            rule = AlarmRule.from_put_metric_alarm(alarm)
+        except ValueError:
+            continue  # metric math the evaluator does not model: CloudWatch's state stands
+        if alarm.get("Namespace") == "AWS/DynamoDB":
+            rule = AlarmRule(**{**asdict(rule), "treat_missing_data": "ignore"})  # as CloudWatch does
         previous = AlarmState(alarm["StateValue"])
-        verdict = evaluate(rule, _datapoints(cloudwatch, alarm, rule, now), now, previous)
+        if clock is None:
+            verdict = evaluate(rule, _datapoints(cloudwatch, alarm, rule, now), now, previous)
+        else:
+            virtual_now = clock.virtual(now)
+            samples = _virtual_samples(cloudwatch, alarm, rule, virtual_now, clock)
+            verdict = evaluate_samples(rule, samples, virtual_now, previous, stamp=clock.stamp)
         checks.append(
             Check(
                 name=alarm["AlarmName"],

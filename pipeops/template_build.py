@@ -23,6 +23,27 @@ class TemplateBuildError(RuntimeError):
     """The template cannot take the generated block (no Outputs section, or broken markers)."""
 
 
+def check_schedule(template: Mapping[str, Any]) -> None:
+    """The reconciler alarms' period is picked by conditions on ReconcileSchedule: the template
+    must allow exactly the schedules the catalog handles and carry those conditions."""
+    from alarms.catalog import RECONCILE_SCHEDULES, SCHEDULE_PARAMETER, schedule_conditions
+
+    parameter = template.get("Parameters", {}).get(SCHEDULE_PARAMETER, {})
+    allowed = [str(value) for value in parameter.get("AllowedValues", [])]
+    if allowed != list(RECONCILE_SCHEDULES):
+        raise TemplateBuildError(
+            f"template.yaml: {SCHEDULE_PARAMETER} must have AllowedValues {list(RECONCILE_SCHEDULES)} "
+            "(alarms/catalog.py RECONCILE_SCHEDULES), the schedules its alarms handle"
+        )
+    conditions = template.get("Conditions", {})
+    for name, condition in schedule_conditions().items():
+        if conditions.get(name) != condition:
+            [(_, (_, expression))] = condition.items()
+            raise TemplateBuildError(
+                f"template.yaml: add the condition `{name}: !Equals [!Ref {SCHEDULE_PARAMETER}, {expression}]`"
+            )
+
+
 def generated_resources(template: Mapping[str, Any]) -> dict[str, Any]:
     """Every generated resource, from the hand-written part of the template."""
     from alarms.catalog import build_catalog
@@ -75,6 +96,7 @@ def build_text(text: str) -> str:
     if ANCHOR not in hand_written:
         raise TemplateBuildError("template.yaml has no top-level `Outputs:` section to put the generated block before")
     template = yaml.load(hand_written, Loader=CfnLoader)  # a SafeLoader
+    check_schedule(template)
     clashes = set(generated_resources(template)) & set(template["Resources"])
     if clashes:
         raise TemplateBuildError(f"hand-written resources use generated logical ids: {', '.join(sorted(clashes))}")

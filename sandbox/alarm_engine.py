@@ -34,8 +34,10 @@ no transition (the state is set silently, no action); leaving it is, and notifie
 alarm to that Unchecked OK when PutMetricAlarm updates it; AWS keeps the state: the engine then
 continues from the state it last gave the alarm.
 
-Left alone, logged once at INFO: alarms that cannot be evaluated offline (metric math `Metrics`,
-anomaly detection bands, unknown statistics), composite rules outside the grammar (AT_LEAST),
+Metric-math alarms are evaluated when their `Metrics` are one metric and `FILL(<its id>, <n>)` of
+it (`alarms.evaluate`, 9.): the engine reads that metric's datapoints. Left alone, logged once at
+INFO: alarms that cannot be evaluated offline (any other metric math, anomaly detection bands,
+unknown statistics), composite rules outside the grammar (AT_LEAST),
 and actions that are not SNS topics (Lambda, Auto Scaling, EC2, Systems Manager).
 CloudWatch treats missing data of every AWS/DynamoDB alarm as `ignore`, whatever is configured:
 so does the engine.
@@ -51,8 +53,12 @@ f = 0.05, samples spread over the 15 real seconds after the origin land in the 3
 seconds after it: five 60 s periods. Periods are aligned to the epoch in virtual time. The
 engine ticks every `time_scale.scale(60)` real seconds (each virtual minute, as CloudWatch
 evaluates), configurable with `interval=`; `evaluate_now()` runs one pass synchronously.
-StateReason and StateReasonData speak virtual time (the periods evaluated); the notification's
-StateChangeTime is the real moment of the change, as moto's StateUpdatedTimestamp.
+StateReason names each period by its wall-clock start, with the virtual one beside it when they
+differ ("5.0 (03/12/26 06:12:15, virtual 03/12/26 10:55:00)"): an on-call reader compares it with
+the clock on the wall. StateReasonData speaks virtual time (the periods evaluated); the
+notification's StateChangeTime is the real moment of the change, as moto's StateUpdatedTimestamp.
+`clock_info()` gives the origin and factor, so that `pipeops alarms check` (another process, through
+the served sandbox's `/_sandbox/clock`) judges on the same clock.
 
 The backend is read in-process: the sandbox's moto (a `mock_aws` or a `ThreadedMotoServer`)
 lives in this process. Pointed at a moto in another process, the engine would see no data.
@@ -79,9 +85,12 @@ from alarms.evaluate import (
     TreatMissingData,
     Verdict,
     aggregate,
+    cloudwatch_stamp,
     evaluate_samples,
     evaluation_window,
+    watched_metric,
 )
+from alarms.live import shorten
 from sandbox.clock import TimeScale
 
 LOG = logging.getLogger("sandbox.alarm_engine")
@@ -130,6 +139,13 @@ def to_real(moment: datetime, origin: datetime, time_scale: TimeScale) -> dateti
     """Inverse of `to_virtual`."""
     origin = _utc(origin)
     return origin + (_utc(moment) - origin) * time_scale.factor
+
+
+def wall_clock_stamp(virtual: datetime, origin: datetime, time_scale: TimeScale) -> str:
+    """'03/12/26 06:12:15, virtual 03/12/26 10:55:00' (just the first when time is not scaled)."""
+    real = cloudwatch_stamp(to_real(virtual, origin, time_scale))
+    shown = cloudwatch_stamp(virtual)
+    return real if shown == real else f"{real}, virtual {shown}"
 
 
 # --------------------------------------------------------------------------- composite rules
@@ -367,6 +383,13 @@ def _backend(account_id: str, region: str) -> Any:
 MetricKey = tuple[str, str, str, frozenset[tuple[str, str]]]  # (account, namespace, name, dimensions)
 
 
+def _metric_key(alarm: Mapping[str, Any]) -> MetricKey:
+    """The metric an (evaluable) alarm watches, itself or through FILL metric math."""
+    metric = watched_metric(alarm)
+    dimensions = frozenset((d["Name"], d["Value"]) for d in metric["Dimensions"])
+    return (alarm["AlarmArn"].split(":")[4], metric["Namespace"] or "", metric["MetricName"] or "", dimensions)
+
+
 def _datum_time(datum: Any) -> datetime:
     return _utc(datum.timestamp)
 
@@ -397,6 +420,28 @@ class _MetricIndex:
                 series.insert(bisect.bisect_right(series, _utc(datum.timestamp), key=_datum_time), datum)
             else:
                 series.append(datum)
+
+
+def _query_description(query: Any) -> dict[str, Any]:
+    """A moto MetricDataQuery as DescribeAlarms lists it under Metrics."""
+    view: dict[str, Any] = {"Id": query.id, "ReturnData": str(query.return_data).lower() != "false"}
+    if query.expression:
+        view["Expression"] = query.expression
+    if query.label:
+        view["Label"] = query.label
+    stat = query.metric_stat
+    if stat is not None:
+        metric = stat.metric
+        view["MetricStat"] = {
+            "Metric": {
+                "Namespace": metric.namespace,
+                "MetricName": metric.metric_name,
+                "Dimensions": [{"Name": d.name, "Value": d.value} for d in metric.dimensions],
+            },
+            "Period": int(stat.period),
+            "Stat": stat.stat,
+        } | ({"Unit": stat.unit} if stat.unit else {})
+    return view
 
 
 def alarm_description(alarm: Any) -> dict[str, Any]:
@@ -432,7 +477,7 @@ def alarm_description(alarm: Any) -> dict[str, Any]:
             "ComparisonOperator": alarm.comparison_operator,
             "TreatMissingData": alarm.treat_missing_data,
             "EvaluateLowSampleCountPercentile": alarm.evaluate_low_sample_count_percentile,
-            "Metrics": [{"Id": query.id} for query in alarm.metric_data_queries] or None,
+            "Metrics": [_query_description(query) for query in alarm.metric_data_queries] or None,
         }
     return {key: value for key, value in view.items() if value is not None}
 
@@ -487,8 +532,7 @@ def region_description(region: str) -> str:
 
 
 def _subject(state: AlarmState, name: str, region: str) -> str:
-    subject = f'{state.value}: "{name}" in {region_description(region)}'
-    return subject if len(subject) <= SUBJECT_MAX else subject[: SUBJECT_MAX - 3] + "..."
+    return shorten(f'{state.value}: "{name}" in {region_description(region)}', SUBJECT_MAX)
 
 
 def _actions(alarm: Mapping[str, Any], state: AlarmState) -> list[str]:
@@ -605,6 +649,14 @@ class AlarmEngine:
     def virtual_now(self) -> datetime:
         return to_virtual(self.clock(), self.origin, self.time_scale)
 
+    def stamp(self, virtual: datetime) -> str:
+        """A period's start as a reason shows it: wall-clock time, and the virtual one if it differs."""
+        return wall_clock_stamp(virtual, self.origin, self.time_scale)
+
+    def clock_info(self) -> dict[str, Any]:
+        """Where virtual and real time meet, and the factor: what `pipeops alarms check` needs."""
+        return {"origin": self.origin.isoformat(), "time_scale": self.time_scale.factor}
+
     def evaluate_now(self) -> list[Transition]:
         """One evaluation pass over every alarm, synchronously; the transitions it made."""
         with self._pass_lock:
@@ -677,10 +729,7 @@ class AlarmEngine:
         metric's datapoints (moto only appends them: their count tells a change) and, when it has
         any, the evaluation window (whole periods, so it moves once a period; with no datapoint at
         all every window holds none)."""
-        account = alarm["AlarmArn"].split(":")[4]
-        dimensions = frozenset((d["Name"], d["Value"]) for d in alarm.get("Dimensions", []))
-        key = (account, alarm.get("Namespace", ""), alarm.get("MetricName", ""), dimensions)
-        count = len(data.get(key, ()))
+        count = len(data.get(_metric_key(alarm), ()))
         return (
             repr(sorted(alarm.items())),
             self._known.get(alarm["AlarmName"]),
@@ -704,9 +753,6 @@ class AlarmEngine:
 
     def _metric_rule(self, alarm: Mapping[str, Any]) -> AlarmRule | None:
         name = alarm["AlarmName"]
-        if alarm.get("Metrics"):
-            self._tell_once(name, "math", "alarm %s: metric-math alarm, not evaluated in the sandbox", name)
-            return None
         try:
             rule = AlarmRule.from_put_metric_alarm(alarm)
         except ValueError as exc:
@@ -739,12 +785,10 @@ class AlarmEngine:
         data: Mapping[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]],
         since: datetime,
     ) -> list[Sample]:
-        account = alarm["AlarmArn"].split(":")[4]
-        dimensions = frozenset((d["Name"], d["Value"]) for d in alarm.get("Dimensions", []))
-        unit = alarm.get("Unit")
+        unit = watched_metric(alarm).get("Unit")
         real_since = to_real(since, self.origin, self.time_scale)
         samples = []
-        series = data.get((account, alarm.get("Namespace", ""), alarm.get("MetricName", ""), dimensions), [])
+        series = data.get(_metric_key(alarm), [])
         for datum in series[bisect.bisect_left(series, real_since, key=_datum_time) :]:  # in time order
             if unit and datum.unit != unit:
                 continue
@@ -766,7 +810,7 @@ class AlarmEngine:
         previous, unchecked = self._current(alarm)
         start, end = evaluation_window(rule, now)
         samples = self._samples(alarm, rule, data, start)
-        verdict = evaluate_samples(rule, samples, now, previous)
+        verdict = evaluate_samples(rule, samples, now, previous, stamp=self.stamp)
         new = verdict.state
         if new is previous and not unchecked:
             self._known[name] = new
@@ -893,7 +937,7 @@ class AlarmEngine:
     def _set_state(self, name: str, state: AlarmState, reason: str, reason_data: str) -> None:
         """What SetAlarmState does, in the backend: CloudWatch moves its own alarms internally."""
         _backend(self.account_id, self.region).set_alarm_state(
-            name, reason[:STATE_REASON_MAX], reason_data, state.value
+            name, shorten(reason, STATE_REASON_MAX), reason_data, state.value
         )
 
     def _notify(
@@ -982,12 +1026,15 @@ def _metric_message(
     now_real: datetime,
     region: str,
 ) -> dict[str, Any]:
-    """CloudWatch's SNS notification for a metric alarm (the documented schema)."""
+    """CloudWatch's SNS notification for a metric alarm (the documented schema; a metric-math
+    alarm's Trigger carries its Metrics instead of the metric and statistic)."""
     trigger: dict[str, Any] = {
         "MetricName": alarm.get("MetricName"),
         "Namespace": alarm.get("Namespace"),
     }
-    if rule.is_percentile:
+    if alarm.get("Metrics"):
+        trigger = {"Metrics": list(alarm["Metrics"])}
+    elif rule.is_percentile:
         trigger["StatisticType"] = "ExtendedStatistic"
         trigger["ExtendedStatistic"] = rule.statistic
     else:

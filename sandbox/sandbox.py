@@ -31,8 +31,10 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from alarms.live import CLOCK_PATH
 from sandbox import iam_enforcement, limits, moto_seams
 from sandbox.alarm_engine import AlarmEngine
 from sandbox.aws_metrics import AwsMetricsPublisher
@@ -179,7 +181,8 @@ class Sandbox:
 
     def _start_aws(self) -> None:
         if self.serve:
-            self._server = GatedMotoServer(self._gate, ip_address="127.0.0.1", port=self.port)
+            routes = {CLOCK_PATH: self._clock}  # `pipeops alarms check` judges on the engine's clock
+            self._server = GatedMotoServer(self._gate, ip_address="127.0.0.1", port=self.port, routes=routes)
             self._server.start()
             host, port = self._server.get_host_and_port()
             self.endpoint_url = f"http://{host}:{port}"
@@ -197,6 +200,12 @@ class Sandbox:
 
             self._mock = mock_aws(config=EXECUTING)
             self._mock.start()
+
+    def _clock(self) -> dict[str, Any]:
+        """The clock the alarm engine evaluates on (before it starts: its time scale from now)."""
+        if self.alarms is not None:
+            return self.alarms.clock_info()
+        return {"origin": datetime.now(UTC).isoformat(), "time_scale": self.time_scale.factor}
 
     def stop(self) -> None:
         """Stop delivering, let running executions end, then take everything down."""

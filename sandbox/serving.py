@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
@@ -73,15 +73,37 @@ class ReadinessGate:
         return gated
 
 
-class GatedMotoServer(ThreadedMotoServer):
-    """moto's threaded server with a readiness gate in front of its WSGI app."""
+def with_routes(app: WsgiApp, routes: Mapping[str, Callable[[], Any]]) -> WsgiApp:
+    """`app`, except that a GET of one of `routes`' paths answers its function's value as JSON
+    (the sandbox's own facts, such as the clock its alarms run on)."""
 
-    def __init__(self, gate: ReadinessGate, ip_address: str = "127.0.0.1", port: int = 0) -> None:
+    def routed(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        route = routes.get(environ.get("PATH_INFO", ""))
+        if route is None or environ.get("REQUEST_METHOD") != "GET":
+            return app(environ, start_response)
+        body = json.dumps(route()).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return routed
+
+
+class GatedMotoServer(ThreadedMotoServer):
+    """moto's threaded server with a readiness gate in front of its WSGI app (and `routes`)."""
+
+    def __init__(
+        self,
+        gate: ReadinessGate,
+        ip_address: str = "127.0.0.1",
+        port: int = 0,
+        routes: Mapping[str, Callable[[], Any]] | None = None,
+    ) -> None:
         super().__init__(ip_address=ip_address, port=port, verbose=False)
         self.gate = gate
+        self.routes = dict(routes or {})
 
     def _server_entry(self) -> None:  # moto seam: the same app ThreadedMotoServer builds, gated
-        app = DomainDispatcherApplication(create_backend_app)
+        app = with_routes(DomainDispatcherApplication(create_backend_app), self.routes)
         self._server = make_server(
             self._ip_address, self._port, self.gate.wrap(app), True, request_handler=MotoRequestHandler
         )

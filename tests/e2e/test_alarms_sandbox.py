@@ -1,6 +1,7 @@
 """The alarms as deployed, moved by the sandbox's alarm engine as CloudWatch would move them.
 
-A poison message pages through the DLQ alarm and its SNS topic. A lost status event pages through
+A poison message pages once, through the composite and the page topic; a new stack pages nobody; a
+DynamoDB throttle episode alarms and returns to OK. A lost status event pages through
 the drift, stall signature and backlog alarms, and `pipeops reconcile --apply` clears them. The
 engine evaluates in virtual time (one virtual minute is a few real seconds), so these tests wait
 on alarm states, never on a fixed sleep.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -44,13 +46,13 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.5)
 
 
-def subscribe_a_queue(sandbox: Any) -> str:
-    """An SQS queue subscribed to the alarm topic, as a pager would be."""
+def subscribe_a_queue(sandbox: Any, topic: str = "AlarmTopic") -> str:
+    """An SQS queue subscribed to one of the stack's alarm topics, as a pager would be."""
     sqs, sns = sandbox.client("sqs"), sandbox.client("sns")
-    url = sqs.create_queue(QueueName="pager")["QueueUrl"]
+    url = sqs.create_queue(QueueName=f"{topic}-inbox")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    [topic] = [t["TopicArn"] for t in sns.list_topics()["Topics"] if "AlarmTopic" in t["TopicArn"]]
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "false"})
+    topic_arn = sandbox.deployment.resources[topic]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "false"})
     return url
 
 
@@ -64,31 +66,83 @@ def notifications(sandbox: Any, url: str) -> list[dict[str, Any]]:
     return found
 
 
-def test_a_poison_message_pages_through_the_dlq_alarm_and_its_topic(sandbox: Any) -> None:
-    pager = subscribe_a_queue(sandbox)
+def wait_virtual(sandbox: Any, minutes: float) -> None:
+    """Until the alarm engine's clock has moved `minutes` virtual minutes, then one more pass."""
+    target = sandbox.alarms.virtual_now() + timedelta(minutes=minutes)
+    wait_until(lambda: sandbox.alarms.virtual_now() >= target, 600, f"{minutes} virtual minutes")
+    sandbox.alarms.evaluate_now()
+
+
+def test_one_incident_pages_once_through_the_composite(sandbox: Any) -> None:
+    """A poison message: the router fails it 5 times, the DLQ receives it. DlqNotEmpty and
+    RouterFailures are the composite's children: the page topic hears the composite, once."""
+    pager, states_topic = subscribe_a_queue(sandbox), subscribe_a_queue(sandbox, "AlarmStateTopic")
     sqs = sandbox.client("sqs")
     main = sandbox.outputs["MainQueueUrl"]
     sqs.set_queue_attributes(QueueUrl=main, Attributes={"VisibilityTimeout": "20"})  # 1 s at the time scale
     sqs.send_message(QueueUrl=main, MessageBody='{"v": 1, "job_id": 42')
     wait_until(lambda: states(sandbox).get("DlqNotEmpty") == "ALARM", 300, "the DLQ alarm")
-    received: list[dict[str, Any]] = []
-    wait_until(
-        lambda: bool(received.extend(notifications(sandbox, pager)) or any(
-            n["AlarmName"] == "pipeops-DlqNotEmpty" and n["NewStateValue"] == "ALARM" for n in received
-        )),
-        60,
-        "the ALARM notification",
-    )
-    [page] = [n for n in received if n["AlarmName"] == "pipeops-DlqNotEmpty" and n["NewStateValue"] == "ALARM"]
-    assert "Runbook: dlq-messages." in page["AlarmDescription"]
-    assert page["Trigger"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
-    assert states(sandbox)["PipelineUnhealthy"] == "ALARM"  # the composite pages once for all
+    wait_until(lambda: states(sandbox).get("PipelineUnhealthy") == "ALARM", 60, "the composite")
+    wait_virtual(sandbox, 10)  # everything the incident fires has fired
+
+    pages = notifications(sandbox, pager)
+    assert [(n["AlarmName"], n["NewStateValue"]) for n in pages] == [("pipeops-PipelineUnhealthy", "ALARM")]
+    [page] = pages
+    assert "Runbook: pipeline-unhealthy." in page["AlarmDescription"]
+    children = {child["Arn"].rsplit(":", 1)[1] for child in page["TriggeringChildren"]}
+    assert children and children <= {"pipeops-DlqNotEmpty", "pipeops-RouterFailures"}  # whichever fired first
+    context = {(n["AlarmName"], n["NewStateValue"]) for n in notifications(sandbox, states_topic)}
+    assert ("pipeops-DlqNotEmpty", "ALARM") in context  # each child that fired: on the state topic
     listed = CliRunner().invoke(app, ["alarms", "list", "--json"])
     assert listed.exit_code == 1
     rows = envelope(listed.output, "alarms")
     [dlq] = [row for row in rows if row["name"] == "pipeops-DlqNotEmpty"]
     assert dlq["state"] == "ALARM" and dlq["runbook"] == "dlq-messages" and dlq["reason"]
     assert rows[0]["state"] == "ALARM"  # ALARM first
+
+
+def test_a_new_stack_sends_no_page_in_its_first_15_virtual_minutes(make_sandbox: Any) -> None:
+    """The reconciler first reports one ReconcileSchedule after creation: its heartbeat alarm waits
+    for that first datapoint, and every alarm's first OK goes to the state topic, not the page."""
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))  # a virtual minute is 1.2 s
+    page = sandbox.deployment.resources["AlarmTopic"]
+    wait_virtual(sandbox, 15)
+    assert [(t.alarm_name, t.new_state.value) for t in sandbox.alarms.transitions if page in t.notified] == []
+    assert not any(t.new_state.value == "ALARM" for t in sandbox.alarms.transitions)
+    seen = states(sandbox)
+    assert seen["ReconcilerSilent"] == "OK"  # its first heartbeats have come
+    assert "ALARM" not in seen.values()
+
+
+def test_a_dynamodb_throttle_episode_alarms_and_then_returns_to_ok(make_sandbox: Any) -> None:
+    """The sandbox does not throttle DynamoDB: the test publishes WriteThrottleEvents for the
+    coordination table as DynamoDB does during an episode (only while there are throttles)."""
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))
+    table = sandbox.outputs["CoordinationTableName"]
+    cloudwatch = sandbox.client("cloudwatch")
+    throttles = {"MetricName": "WriteThrottleEvents", "Dimensions": [{"Name": "TableName", "Value": table}], "Value": 4}
+
+    def throttled() -> bool:
+        cloudwatch.put_metric_data(Namespace="AWS/DynamoDB", MetricData=[throttles])
+        return states(sandbox).get("CoordinationWriteThrottles") == "ALARM"
+
+    wait_until(throttled, 300, "the throttle alarm")  # 5 virtual minutes of throttles
+    wait_until(lambda: states(sandbox).get("CoordinationWriteThrottles") == "OK", 300, "the alarm back to OK")
+    wait_virtual(sandbox, 10)  # and it stays there once the episode has left the range
+    assert states(sandbox)["CoordinationWriteThrottles"] == "OK"
+
+
+def test_alarms_check_agrees_with_the_engine_on_a_healthy_sandbox(make_sandbox: Any) -> None:
+    """The sandbox's engine judges in virtual time; so does `alarms check`, given its clock."""
+    from alarms.live import SandboxClock, check_alarms
+
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))
+    wait_virtual(sandbox, 12)  # a few reconciler runs
+    clock = SandboxClock.from_dict(sandbox.alarms.clock_info())
+    checks = {c.name: c for c in check_alarms(sandbox.client("cloudwatch"), "pipeops", datetime.now(UTC), clock)}
+    assert checks["pipeops-ReconcilerSilent"].verdict == "OK"
+    assert ", virtual " in checks["pipeops-ReconcilerSilent"].reason
+    assert [name for name, check in checks.items() if check.verdict == "ALARM"] == []
 
 
 def runs(sandbox: Any) -> list[RunRecord]:

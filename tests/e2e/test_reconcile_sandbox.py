@@ -23,8 +23,14 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def sandbox(make_sandbox: Any) -> Any:
-    """The scheduled reconciler is held off (a day between runs) so that each test sees its drift."""
-    return make_sandbox(ReconcileSchedule="rate(1 day)")
+    """The scheduled reconciler is held off (its schedule rule disabled) so that each test sees its drift."""
+    return hold_off_the_reconciler(make_sandbox())
+
+
+def hold_off_the_reconciler(sandbox: Any) -> Any:
+    """Disable the reconciler's schedule rule (ReconcileSchedule allows 15 minutes at most)."""
+    sandbox.client("events").disable_rule(Name=sandbox.deployment.resources["ReconcilerFunctionSchedule"])
+    return sandbox
 
 
 def reconcile(*args: str) -> tuple[int, dict[str, Any]]:
@@ -293,7 +299,7 @@ def test_a_lost_router_message_leaves_a_queued_run_that_reconcile_announces_agai
     from pipeline.queue import JobQueue
 
     # The run's announcement lease is 4 capacity waits: 4 s to wait out, not 8 s at the scaled default.
-    sandbox = make_sandbox(ReconcileSchedule="rate(1 day)", CapacityRetrySeconds="1")
+    sandbox = hold_off_the_reconciler(make_sandbox(CapacityRetrySeconds="1"))
 
     lost: list[Any] = []
     real_send = JobQueue.send

@@ -24,6 +24,7 @@ from bench.api_calls import (
     counting,
     measure_capacity_wait,
     run_job,
+    without_reconciler,
 )
 from pipeline.handlers import _wiring
 
@@ -54,7 +55,7 @@ FOLDER = {
 
 @pytest.fixture
 def counted_sandbox(make_sandbox) -> Iterator[tuple[object, HandlerCallCounter]]:
-    sandbox = make_sandbox(**SANDBOX_PARAMETERS)
+    sandbox = without_reconciler(make_sandbox(**SANDBOX_PARAMETERS))
     with counting() as counter:
         _wiring.reset()  # collaborators built from here on use counted clients
         run_job(sandbox, counter, ["warmup.txt"])  # cold starts and first builds out of the way

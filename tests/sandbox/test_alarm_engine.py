@@ -236,7 +236,7 @@ def test_an_alarm_fires_on_breaching_data_and_recovers_with_notifications(engine
     alarm = described("router-errors")
     assert alarm["StateValue"] == "OK"
     assert alarm["StateReason"].startswith(
-        "Threshold Crossed: 1 datapoint [0.0 (01/01/26 00:01:00)] was not greater"
+        "Threshold Crossed: 1 datapoint [0.0 (01/01/26 00:00:03, virtual 01/01/26 00:01:00)] was not greater"
     )
     assert alarm["StateReason"].endswith("(minimum 1 datapoint for ALARM -> OK transition).")
     ((subject, message),) = notifications(inbox)
@@ -305,7 +305,7 @@ def test_time_scale_maps_15_real_seconds_of_samples_onto_300_virtual_seconds(eng
     (transition,) = engine.evaluate_now()
     assert transition.new_state is AlarmState.ALARM
     assert transition.reason.startswith(
-        "Threshold Crossed: 5 out of the last 5 datapoints [5.0 (01/01/26 00:04:00)"
+        "Threshold Crossed: 5 out of the last 5 datapoints [5.0 (01/01/26 00:00:12, virtual 01/01/26 00:04:00)"
     )
     data = json.loads(transition.reason_data)
     assert [p["timestamp"] for p in data["evaluatedDatapoints"]] == [
@@ -387,6 +387,106 @@ def test_alarms_that_cannot_be_evaluated_offline_are_left_alone_and_told_once(en
     told = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert sum("error-rate" in m and "metric-math" in m for m in told) == 1
     assert sum("quorum" in m and "AT_LEAST" in m for m in told) == 1
+
+
+def fill_queries(namespace: str = "AWS/DynamoDB", name: str = "WriteThrottleEvents", fill: int = 0) -> list[dict[str, Any]]:
+    return [
+        {
+            "Id": "m",
+            "MetricStat": {
+                "Metric": {"Namespace": namespace, "MetricName": name, "Dimensions": DIMENSIONS},
+                "Period": 60,
+                "Stat": "Sum",
+            },
+            "ReturnData": False,
+        },
+        {"Id": "filled", "Expression": f"FILL(m, {fill})", "ReturnData": True},
+    ]
+
+
+def test_a_fill_alarm_on_a_throttle_metric_returns_to_ok_after_its_episode(engine, clock) -> None:
+    """DynamoDB publishes throttles only while they happen, and CloudWatch ignores missing data on its
+    alarms: the bare alarm keeps its ALARM for good; FILL(m, 0) brings it back to OK."""
+    topic, inbox = subscribed_queue("throttles")
+    common = {
+        "EvaluationPeriods": 2,
+        "Threshold": 0.0,
+        "ComparisonOperator": "GreaterThanThreshold",
+        "TreatMissingData": "notBreaching",
+        "AlarmActions": [topic],
+        "OKActions": [topic],
+    }
+    client("cloudwatch").put_metric_alarm(AlarmName="filled", Metrics=fill_queries(), **common)
+    put_alarm("bare", Namespace="AWS/DynamoDB", MetricName="WriteThrottleEvents", **common)
+    for real_second in (1, 4):  # throttles in the first two virtual minutes
+        put(2, real_second, namespace="AWS/DynamoDB", name="WriteThrottleEvents")
+    clock.at(6.0)
+    assert {t.alarm_name: t.new_state for t in engine.evaluate_now()} == {
+        "filled": AlarmState.ALARM,
+        "bare": AlarmState.ALARM,
+    }
+    clock.at(12.0)  # two virtual minutes without a throttle
+    assert {t.alarm_name: t.new_state for t in engine.evaluate_now()} == {"filled": AlarmState.OK}
+    assert described("bare")["StateValue"] == "ALARM"  # latched
+    clock.at(60.0)  # the episode has left every range: the filled alarm has nothing to fill, stays OK
+    assert engine.evaluate_now() == []
+    assert described("filled")["StateValue"] == "OK" and described("bare")["StateValue"] == "ALARM"
+    sent = {(m["AlarmName"], m["NewStateValue"]): m for _, m in notifications(inbox)}
+    assert sorted(sent) == [("bare", "ALARM"), ("filled", "ALARM"), ("filled", "OK")]
+    [stat, expression] = sent["filled", "OK"]["Trigger"]["Metrics"]
+    assert expression["Expression"] == "FILL(m, 0)" and stat["MetricStat"]["Metric"]["MetricName"] == "WriteThrottleEvents"
+    assert sent["bare", "ALARM"]["Trigger"]["MetricName"] == "WriteThrottleEvents"
+
+
+def test_a_filled_heartbeat_is_quiet_before_its_first_datapoint_and_pages_when_it_stops(engine, clock) -> None:
+    client("cloudwatch").put_metric_alarm(
+        AlarmName="heartbeat",
+        Metrics=fill_queries("Sbx", "Runs"),
+        EvaluationPeriods=3,
+        Threshold=1.0,
+        ComparisonOperator="LessThanThreshold",
+        TreatMissingData="ignore",
+    )
+    clock.at(30.0)  # ten virtual minutes, no heartbeat yet: nothing to fill, the state is kept
+    assert engine.evaluate_now() == []
+    assert described("heartbeat")["StateValue"] == "INSUFFICIENT_DATA"
+    for minute in range(10, 14):
+        put(1, 3 * minute + 1, name="Runs")
+    clock.at(3 * 14)
+    assert [t.new_state for t in engine.evaluate_now()] == [AlarmState.OK]
+    clock.at(3 * 17)  # three minutes without one
+    [stopped] = engine.evaluate_now()
+    assert stopped.new_state is AlarmState.ALARM and "0.0 (" in stopped.reason
+    clock.at(3 * 40)  # long gone from the range: ignore keeps the ALARM
+    assert engine.evaluate_now() == [] and described("heartbeat")["StateValue"] == "ALARM"
+
+
+def test_alarms_check_judges_on_the_engines_clock_and_agrees_with_it(engine, clock) -> None:
+    from alarms.live import SandboxClock, check_alarms
+
+    put_alarm("pipeops-Heartbeat", MetricName="Runs", Period=300, EvaluationPeriods=2, Threshold=1.0,
+              ComparisonOperator="LessThanThreshold", TreatMissingData="breaching")  # fmt: skip
+    put_alarm("pipeops-Errors", EvaluationPeriods=1)
+    for k in range(8):  # a heartbeat every virtual 5 minutes (15 real seconds)
+        put(1, 15 * k + 2, name="Runs")
+    put(3, 100)  # errors in virtual minute 33
+    clock.at(15 * 8)  # 2 real minutes: no real 5-minute period is complete yet
+    engine.evaluate_now()
+    states = {name: described(name)["StateValue"] for name in ("pipeops-Heartbeat", "pipeops-Errors")}
+    assert states == {"pipeops-Heartbeat": "OK", "pipeops-Errors": "OK"}
+
+    on_the_wall = {c.name: c.verdict for c in check_alarms(client("cloudwatch"), "pipeops", clock())}
+    assert on_the_wall["pipeops-Heartbeat"] == "ALARM"  # what the check said before it knew the clock
+    sandbox = SandboxClock.from_dict(engine.clock_info())
+    checks = {c.name: c for c in check_alarms(client("cloudwatch"), "pipeops", clock(), sandbox)}
+    assert {name: check.verdict for name, check in checks.items()} == states
+    assert "(01/01/26 00:01:45, virtual 01/01/26 00:35:00)" in checks["pipeops-Heartbeat"].reason
+
+    put(2, 15 * 8 + 1)  # errors in the minute now running
+    clock.at(15 * 8 + 3)
+    engine.evaluate_now()
+    checks = {c.name: c for c in check_alarms(client("cloudwatch"), "pipeops", clock(), sandbox)}
+    assert described("pipeops-Errors")["StateValue"] == checks["pipeops-Errors"].verdict == "ALARM"
 
 
 # --------------------------------------------------------------------------- composite alarms

@@ -4,6 +4,7 @@ emits, names a runbook, and is in template.yaml as built."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -47,30 +48,66 @@ def test_each_alarm_stays_quiet_on_its_healthy_series(spec: AlarmSpec) -> None:
     assert replay(spec, spec.quiet_on, previous=AlarmState.ALARM) is AlarmState.OK
 
 
-SILENCE_IS_FAILURE = {"ReconcilerSilentAlarm"}
+HEARTBEAT = "ReconcilerSilentAlarm"
+THROTTLES = [spec for spec in SPECS if spec.watched.namespace == "AWS/DynamoDB"]
+[SILENT] = [spec for spec in SPECS if spec.logical_id == HEARTBEAT]
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.logical_id)
-def test_no_data_pages_only_where_silence_is_the_failure(spec: AlarmSpec) -> None:
-    """An idle pipeline (no errors, no messages, no invocations) pages nobody; a reconciler that
-    stops reporting does."""
+def test_no_data_pages_nobody(spec: AlarmSpec) -> None:
+    """An idle pipeline (no errors, no messages, no invocations) pages nobody, and neither does a new
+    stack whose reconciler has not reported yet: the heartbeat keeps its state until its first datapoint."""
     nothing: Series = (None,) * (spec.evaluation_periods + 2)
-    if spec.treat_missing_data is TreatMissingData.IGNORE:  # AWS/DynamoDB: CloudWatch keeps the state
-        assert spec.watched.namespace == "AWS/DynamoDB"
-        assert replay(spec, nothing, previous=AlarmState.OK) is AlarmState.OK
+    if spec.logical_id == HEARTBEAT:
         assert replay(spec, nothing) is AlarmState.INSUFFICIENT_DATA
+        assert replay(spec, nothing, previous=AlarmState.OK) is AlarmState.OK
         return
-    expected = AlarmState.ALARM if spec.logical_id in SILENCE_IS_FAILURE else AlarmState.OK
-    assert replay(spec, nothing) is expected
-    assert replay(spec, nothing, previous=AlarmState.OK) is expected
-    if spec.logical_id in SILENCE_IS_FAILURE:
-        assert spec.treat_missing_data is TreatMissingData.BREACHING
+    assert replay(spec, nothing) in (AlarmState.OK, AlarmState.INSUFFICIENT_DATA)
+    assert replay(spec, nothing, previous=AlarmState.OK) is AlarmState.OK
 
 
-def test_a_heartbeat_that_comes_back_clears_the_silent_reconciler() -> None:
-    [silent] = [spec for spec in SPECS if spec.logical_id == "ReconcilerSilentAlarm"]
-    assert replay(silent, (None, None, None)) is AlarmState.ALARM
-    assert replay(silent, (None, None, 1), previous=AlarmState.ALARM) is AlarmState.OK
+def test_a_heartbeat_that_stops_pages_until_it_comes_back() -> None:
+    assert replay(SILENT, (1, 1, 1, 1, 1), previous=AlarmState.INSUFFICIENT_DATA) is AlarmState.OK  # the first runs
+    assert replay(SILENT, (1, 1, None, None), previous=AlarmState.OK) is AlarmState.OK  # two runs missed: not yet
+    assert replay(SILENT, (1, None, None, None), previous=AlarmState.OK) is AlarmState.ALARM  # three
+    # Once the last heartbeat has left the evaluation range, the alarm keeps its ALARM.
+    assert replay(SILENT, (None,) * 5, previous=AlarmState.ALARM) is AlarmState.ALARM
+    assert replay(SILENT, (None, None, None, None, 1), previous=AlarmState.ALARM) is AlarmState.OK
+
+
+@pytest.mark.parametrize("spec", THROTTLES, ids=lambda spec: spec.logical_id)
+def test_a_throttle_alarm_returns_to_ok_after_its_episode(spec: AlarmSpec) -> None:
+    """DynamoDB publishes throttles only when there are some and CloudWatch ignores missing data on
+    AWS/DynamoDB alarms: on the bare metric the alarm would keep its ALARM; FILL(m, 0) lets it go."""
+    assert spec.fill == 0 and spec.treat_missing_data is TreatMissingData.NOT_BREACHING
+    episode: Series = (3,) * spec.evaluation_periods
+    assert replay(spec, episode) is AlarmState.ALARM
+    after = (*episode, None)
+    assert replay(spec, after, previous=AlarmState.ALARM) is AlarmState.OK
+    bare = replace(spec, fill=None, treat_missing_data=TreatMissingData.IGNORE)  # what CloudWatch would do
+    assert replay(bare, after, previous=AlarmState.ALARM) is AlarmState.ALARM
+    assert replay(bare, (None,) * 7, previous=AlarmState.ALARM) is AlarmState.ALARM
+
+
+def test_the_count_below_its_holders_is_alarmed_as_well_as_above() -> None:
+    drift = {spec.logical_id: spec for spec in SPECS if spec.watched.name == "CounterDrift"}
+    assert set(drift) == {"CounterDriftAlarm", "CounterBelowRunningAlarm"}
+    assert replay(drift["CounterBelowRunningAlarm"], (0, 0, -3)) is AlarmState.ALARM  # count -3, 0 running
+    assert replay(drift["CounterDriftAlarm"], (0, 0, -3)) is AlarmState.OK
+    assert all(spec.critical for spec in drift.values())
+
+
+def test_one_poison_message_fires_the_router_failures_alarm_and_one_bad_run_the_failure_rate() -> None:
+    """A poison message fails once per visibility timeout (365 s), 5 times; one bad run in a quiet hour
+    is the only sample of its period."""
+    [router] = [spec for spec in SPECS if spec.logical_id == "RouterFailuresAlarm"]
+    one_message = [0] * 30
+    for minute in (0, 6, 12, 18, 24):
+        one_message[minute] += 1
+    assert replay(router, tuple(one_message[:7])) is AlarmState.ALARM  # at its second failure
+    assert replay(router, (4,) + (0,) * 14) is AlarmState.OK  # a burst one retry cleared
+    [rate] = [spec for spec in SPECS if spec.logical_id == "FileFailureRateAlarm"]
+    assert replay(rate, (None, None, 60)) is AlarmState.ALARM
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.logical_id)
@@ -105,15 +142,53 @@ def test_every_function_queue_table_and_the_state_machine_is_watched() -> None:
     assert expected <= watched
 
 
-def test_the_composite_pages_on_every_critical_alarm_and_each_alarm_notifies_on_alarm_and_ok() -> None:
+def test_one_incident_pages_once_through_the_composite_and_oks_never_page() -> None:
     generated = resources(SPECS)
     rule = generated[COMPOSITE]["Properties"]["AlarmRule"]["Fn::Sub"]
     assert {spec.logical_id for spec in critical(SPECS)} == {
         name.split("}")[0] for name in rule.split("${")[1:]
     }
-    for spec in SPECS:
+    page, states = [{"Ref": "AlarmTopic"}], [{"Ref": "AlarmStateTopic"}]
+    composite = generated[COMPOSITE]["Properties"]
+    assert (composite["AlarmActions"], composite["OKActions"]) == (page, states)
+    for spec in SPECS:  # the composite alone pages; a new stack's first OKs page nobody
         properties = generated[spec.logical_id]["Properties"]
-        assert properties["AlarmActions"] == properties["OKActions"] == [{"Ref": "AlarmTopic"}]
+        assert properties["AlarmActions"] == properties["OKActions"] == states
+    assert generated["AlarmEmailSubscription"]["Properties"]["TopicArn"] == {"Ref": "AlarmTopic"}
+
+
+def test_the_reconciler_alarms_take_one_scheduled_run_as_their_period() -> None:
+    from alarms.catalog import RECONCILE_SCHEDULES, schedule_conditions
+
+    parameter = TEMPLATE["Parameters"]["ReconcileSchedule"]
+    assert parameter["AllowedValues"] == list(RECONCILE_SCHEDULES)
+    assert parameter["Default"] == "rate(5 minutes)" and "rate(1 minutes)" not in RECONCILE_SCHEDULES
+    for name, condition in schedule_conditions().items():
+        assert TEMPLATE["Conditions"][name] == condition
+    generated = resources(SPECS)
+    followers = [spec for spec in SPECS if spec.follows_schedule]
+    assert followers == [spec for spec in SPECS if spec.watched.resource == "ReconcilerFunction" and spec.watched.metric]
+    for spec in followers:
+        properties = generated[spec.logical_id]["Properties"]
+        period = properties["Metrics"][0]["MetricStat"]["Period"] if spec.fill is not None else properties["Period"]
+        chosen = {}
+        for expression in RECONCILE_SCHEDULES:
+            node = period
+            while isinstance(node, dict):  # walk the Fn::If chain as CloudFormation would
+                name, then, otherwise = node["Fn::If"]
+                node = then if schedule_conditions()[name]["Fn::Equals"][1] == expression else otherwise
+            chosen[expression] = node
+        assert chosen == RECONCILE_SCHEDULES
+
+
+def test_the_build_refuses_a_schedule_parameter_its_alarms_do_not_handle() -> None:
+    from pipeops.template_build import TemplateBuildError
+
+    text = (ROOT / "template.yaml").read_text(encoding="utf-8")
+    with pytest.raises(TemplateBuildError, match="AllowedValues"):
+        build_text(text.replace("rate(15 minutes)]", "rate(1 hour)]", 1))
+    with pytest.raises(TemplateBuildError, match="ReconcileEvery2Minutes"):
+        build_text(text.replace("ReconcileEvery2Minutes: !Equals", "ReconcileEveryTwo: !Equals", 1))
 
 
 def test_the_template_carries_the_alarms_as_built() -> None:
