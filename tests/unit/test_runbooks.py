@@ -106,6 +106,32 @@ def test_each_page_uses_only_pipeops_commands_and_options_that_exist(runbook: Ru
         assert not unknown, f"{runbook}: `{' '.join(words)}` has unknown option(s) {unknown}"
 
 
+TEMPLATE = load_template()
+# SAM names an event's resource after its function and the event (e.g. ReconcilerFunctionSchedule).
+RESOURCES = set(TEMPLATE["Resources"]) | {
+    logical_id + event
+    for logical_id, resource in TEMPLATE["Resources"].items()
+    for event in resource.get("Properties", {}).get("Events", {})
+}
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_page_names_only_outputs_resources_and_parameters_of_the_template(runbook: Runbook) -> None:
+    text = load_page(runbook)
+    outputs = set(re.findall(r"\bout ([A-Z][a-z][A-Za-z]*)", text))
+    resources = set(re.findall(r"\bres ([A-Z][a-z][A-Za-z]*)", text))
+    parameters = set(re.findall(r"ParameterKey=='([A-Za-z]+)'", text)) | set(
+        re.findall(r"overrides ([A-Za-z]+)=", text)
+    )
+    assert outputs <= set(TEMPLATE["Outputs"]), (
+        f"{runbook}: no such Output {sorted(outputs - set(TEMPLATE['Outputs']))}"
+    )
+    assert resources <= RESOURCES, f"{runbook}: no such resource {sorted(resources - RESOURCES)}"
+    assert parameters <= set(TEMPLATE["Parameters"]), (
+        f"{runbook}: no such parameter {sorted(parameters - set(TEMPLATE['Parameters']))}"
+    )
+
+
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
 def test_no_page_carries_pii(runbook: Runbook) -> None:
     """The pipeline's own detector finds nothing in a page but example.com-style addresses."""
