@@ -40,8 +40,9 @@ global. The runtime applies a function's variables (its `Environment.Variables` 
 AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_MEMORY_SIZE, AWS_LAMBDA_FUNCTION_VERSION,
 AWS_REGION, AWS_DEFAULT_REGION, AWS_LAMBDA_LOG_GROUP_NAME, AWS_LAMBDA_LOG_STREAM_NAME, _HANDLER,
 AWS_EXECUTION_ENV, AWS_LAMBDA_LOG_FORMAT and AWS_LAMBDA_LOG_LEVEL for the JSON log format
-(`sandbox.lambda_logging`, which also drops the lines Lambda's log-level filter would), and
-AWS_ENDPOINT_URL when the runtime has an endpoint) under one global lock,
+(`sandbox.lambda_logging`, which also drops the lines Lambda's log-level filter would),
+OTEL_EXPORTER_OTLP_ENDPOINT (`sandbox.otlp_receiver`) for a function exporting spans over OTLP,
+and AWS_ENDPOINT_URL when the runtime has an endpoint) under one global lock,
 and imports handler modules under that same lock -- so **module-level reads of os.environ are
 always correct**. While several invocations run at once (a Step Functions Map runs items on
 threads) the process environment holds the variables of whichever invocation started last; a
@@ -75,7 +76,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sandbox import emf, lambda_logging
+from sandbox import emf, lambda_logging, otlp_receiver
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
 from sandbox.clock import TimeScale
 
@@ -712,6 +713,9 @@ class LambdaRuntime:
         )
         # AWS_LAMBDA_LOG_FORMAT / AWS_LAMBDA_LOG_LEVEL from its LoggingConfig, as Lambda sets them.
         env.update(lambda_logging.environment(lambda_logging.config_of(str(fn.function_arn))))
+        if "otlp" in env.get("OTEL_TRACES_EXPORTER", "").lower():
+            # What the ADOT collector layer listens on (localhost:4318 on AWS): the sandbox's receiver.
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_receiver.shared().endpoint
         return env
 
     def _acquire_stream(self, region: str, group: str, version: str) -> str:

@@ -1,7 +1,7 @@
 """One decorator that gives every handler the same telemetry.
 
 Per invocation it sets the Lambda context keys on the logger (cold start, request id, function)
-and, at a cold start, the log level from the function's environment (`apply_log_level`),
+and, at a cold start, the log level and span exporters from the function's environment,
 collects the invocation's metrics and prints them as one EMF document at the end, opens a span when
 a tracer provider records (without one the API's no-op span would change nothing, so none is made),
 flushes our span exporter if one is configured, and sets CURRENT_FUNCTION. Log keys and metrics are
@@ -51,8 +51,9 @@ def instrumented(name: str) -> Callable[[Handler], Handler]:
         def invoke(event: Any, context: Any) -> Any:
             function = getattr(context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME", name)
             cold = _cold_start(function)
-            if cold:  # the function's own level (one interpreter may host several: the sandbox)
+            if cold:  # its own level and exporters (one interpreter may host several: the sandbox)
                 apply_log_level()
+                tracing.configure()
             keys = logger.registered_formatter  # once, not per call: it holds the thread-safe keys
             keys.thread_safe_append_keys(
                 cold_start=cold,

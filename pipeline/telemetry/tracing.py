@@ -6,15 +6,18 @@ OpenTelemetry, and the SDK (~10 ms of every cold start) is never imported. An in
 (the SQS `traceparent` attribute, the execution input's `trace`) is still carried on to what a
 handler sends: the API's no-op span is its remote parent's context. `OTEL_TRACES_EXPORTER`
 (comma-separated, the standard variable) installs the SDK with its exporters: `console`, and `otlp`,
-the standard OTLP/HTTP exporter (the `pipeops[otlp]` extra; endpoint and headers from the standard
-OTEL_EXPORTER_OTLP_* variables). A provider someone else set (a test, the sandbox) is used as it is.
-Span attributes carry identifiers (job id, file key, counts), never content.
+the standard OTLP/HTTP exporter (a Lambda requirement, so in every artifact; endpoint and headers
+from the standard OTEL_EXPORTER_OTLP_* variables). On AWS the template's `Tracing=otlp` sets both
+variables and adds the ADOT collector layer, which receives on localhost:4318 and forwards to X-Ray
+(docs/ARCHITECTURE.md, "Tracing"). A provider someone else set (a test, the sandbox) is used as it
+is. Span attributes carry identifiers (job id, file key, counts), never content.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
@@ -59,7 +62,7 @@ def install_sdk(exporters: tuple[str, ...], service: str) -> TracerProvider:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             except ImportError as exc:
                 raise ConfigurationError(
-                    f"{ENV_TRACES_EXPORTER}=otlp needs opentelemetry-exporter-otlp-proto-http: install pipeops[otlp]"
+                    f"{ENV_TRACES_EXPORTER}=otlp needs opentelemetry-exporter-otlp-proto-http (requirements.txt)"
                 ) from exc
             # Batched, and flushed at the end of every invocation (`flush`): Lambda freezes the
             # container between invocations, so nothing may wait for a background export.
@@ -68,19 +71,27 @@ def install_sdk(exporters: tuple[str, ...], service: str) -> TracerProvider:
     return provider
 
 
-def _installed_flush() -> Callable[[], Any] | None:
-    """Configure tracing at import; the provider's flush when we installed one, else None."""
-    exporters = exporters_from(os.environ)
-    if not exporters:
-        return None  # the API alone, loaded when a trace context comes in
+_flush: Callable[[], Any] | None = None
+_configure_lock = threading.Lock()
+
+
+def configure(environ: Mapping[str, str] = os.environ) -> None:
+    """Install the SDK when `environ` names exporters and no provider is set yet: at import, and
+    at each function's cold start (the sandbox imports this module before any function's
+    environment is applied). Without exporters nothing is imported."""
+    global _flush
+    exporters = exporters_from(environ)
+    if not exporters or _flush is not None:
+        return  # the API alone, loaded when a trace context comes in; or installed already
     from opentelemetry import trace
 
-    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return None  # a provider someone else set and flushes
-    return install_sdk(exporters, os.environ.get("POWERTOOLS_SERVICE_NAME", "pipeops")).force_flush
+    with _configure_lock:
+        if _flush is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            return  # installed meanwhile, or a provider someone else set and flushes
+        _flush = install_sdk(exporters, environ.get("POWERTOOLS_SERVICE_NAME", "pipeops")).force_flush
 
 
-_flush = _installed_flush()
+configure()
 
 
 @cache

@@ -19,7 +19,7 @@ import sys
 import sysconfig
 import tomllib
 from functools import cache
-from importlib.metadata import packages_distributions
+from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +324,76 @@ def test_the_handler_imports_from_its_artifact_alone(
         assert file is not None and Path(file).is_relative_to(artifact), (name, file)
     if logical_id != RECONCILER:
         assert "monitors" not in top_level
+
+
+# ------------------------------------------------------------------------------- span exporters
+
+
+def requirement_closure() -> set[str]:
+    """requirements.txt's distributions, what they require (markers evaluated here, extras
+    off), and the runtime's boto3 with its own: what a function's Python finds on Lambda."""
+    lines = (PROJECT_ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    pending = [Requirement(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    pending += [Requirement(name) for name in sorted(RUNTIME_PROVIDED)]
+    found: set[str] = set()
+    while pending:
+        requirement = pending.pop()
+        name = canonical(requirement.name)
+        if name in found:
+            continue
+        found.add(name)
+        for line in distribution(name).requires or []:
+            needed = Requirement(line)
+            if needed.marker is None or needed.marker.evaluate({"extra": ""}):
+                pending.append(needed)
+    return found
+
+
+@pytest.fixture(scope="module")
+def lambda_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site directory holding the closure's installed files alone (linked, dist-info included)."""
+    site = tmp_path_factory.mktemp("lambda-site")
+    for name in sorted(requirement_closure()):
+        dist = distribution(name)
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            target = site / file
+            if ".." in file.parts or not source.is_file() or target.exists():
+                continue  # scripts outside site-packages, or a file two distributions share
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source)
+    return site
+
+
+def test_the_otlp_exporter_the_template_selects_is_a_lambda_requirement() -> None:
+    closure = requirement_closure()
+    assert "opentelemetry-exporter-otlp-proto-http" in closure
+    assert not closure & {"pytest", "moto", "hypothesis", "typer"}, "test and CLI tools stay out"
+
+
+@pytest.mark.parametrize("exporter", ["none", "console", "otlp"])
+@pytest.mark.parametrize("logical_id", sorted(functions()))
+def test_every_handler_imports_with_each_exporter_from_the_requirements_alone(
+    artifacts: dict[str, Path], lambda_site: Path, logical_id: str, exporter: str, tmp_path: Path
+) -> None:
+    """The template's OTEL_TRACES_EXPORTER values: the SDK and exporter load at import, from the
+    artifact and requirements.txt's closure only (not this virtualenv's dev packages)."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "POWERTOOLS_SERVICE_NAME": "pipeops-pipeline",
+        "OTEL_TRACES_EXPORTER": exporter,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318",
+    }
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", IMPORT_CHECK, str(artifacts[logical_id]), str(lambda_site), handler_module(logical_id)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = json.loads(result.stdout)
+    exporter_module = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+    assert (exporter_module in loaded) == (exporter == "otlp")
+    assert ("opentelemetry.sdk.trace" in loaded) == (exporter != "none")

@@ -132,6 +132,25 @@ def test_each_page_names_only_outputs_resources_and_parameters_of_the_template(r
     )
 
 
+def _widget_titles() -> set[str]:
+    """The title of every widget of the template's dashboards."""
+    bodies = [
+        json.dumps(resource["Properties"]["DashboardBody"], ensure_ascii=False)
+        for resource in TEMPLATE["Resources"].values()
+        if resource["Type"] == "AWS::CloudWatch::Dashboard"
+    ]
+    return {title for body in bodies for title in re.findall(r'\\"title\\":\\"(.*?)\\"', body)}
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
+def test_each_dashboard_widget_a_page_names_exists(runbook: Runbook) -> None:
+    """Widgets are named in italics, by their title (outside code)."""
+    text = re.sub(r"```.*?```", "", load_page(runbook), flags=re.DOTALL)
+    text = re.sub(r"\s+", " ", re.sub(r"`[^`]*`", "``", text))
+    named = set(re.findall(r"(?<![*\w])\*([^*\s](?:[^*]*[^*\s])?)\*(?!\*)", text))
+    assert named <= _widget_titles(), f"{runbook}: no such widget {sorted(named - _widget_titles())}"
+
+
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
 def test_no_page_carries_pii(runbook: Runbook) -> None:
     """The pipeline's own detector finds nothing in a page but example.com-style addresses."""

@@ -638,6 +638,7 @@ def test_lambda_requirements_match_the_project_dependency_ranges() -> None:
     assert {r.name for r in required} == {
         "aws-lambda-powertools",
         "opentelemetry-sdk",
+        "opentelemetry-exporter-otlp-proto-http",  # Tracing=otlp
         "phonenumberslite",
         "python-stdnum",
     }
