@@ -133,13 +133,11 @@ def test_each_page_names_only_outputs_resources_and_parameters_of_the_template(r
 
 
 def _widget_titles() -> set[str]:
-    """The title of every widget of the template's dashboards."""
-    bodies = [
-        json.dumps(resource["Properties"]["DashboardBody"], ensure_ascii=False)
-        for resource in TEMPLATE["Resources"].values()
-        if resource["Type"] == "AWS::CloudWatch::Dashboard"
-    ]
-    return {title for body in bodies for title in re.findall(r'\\"title\\":\\"(.*?)\\"', body)}
+    """The title of every widget of the dashboards, as dashboards/build.py builds them."""
+    from dashboards.build import drilldown_body, operations_body
+
+    widgets = operations_body(SPECS, TEMPLATE)["widgets"] + drilldown_body(TEMPLATE)["widgets"]
+    return {widget["properties"]["title"] for widget in widgets if "title" in widget.get("properties", {})}
 
 
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
