@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 
 from pipeops import render
 from pipeops.dashboard_cli import dashboard_app
+from pipeops.runbook_cli import runbook_app
 from pipeops.entry import PipeopsTyper, installed_version
 from pipeops.render import ErrorCode
 from pipeops.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
@@ -90,6 +91,7 @@ app.add_typer(job_app, name="job")
 app.add_typer(alarms_app, name="alarms")
 app.add_typer(template_app, name="template")
 app.add_typer(dashboard_app, name="dashboard")
+app.add_typer(runbook_app, name="runbook")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print versioned JSON for scripts.")]
 EndpointOption = Annotated[
