@@ -62,7 +62,7 @@ CRITICAL_WIDTH, CHART_HEIGHT = 6, 6  # the charts behind the critical alarms, fo
 REST_WIDTH, REST_HEIGHT = 6, 5  # the rest: four a row, a little lower
 STATUS_HEIGHT = 3  # the composite's state and the alarms not OK, side by side
 COMPOSITE_WIDTH = 6
-ALL_ALARMS_HEIGHT = 4
+ALARMS_PER_ROW = 8  # the every-alarm widget: four columns of names, two lines to a grid row
 NOT_OK_STATES = ("ALARM", "INSUFFICIENT_DATA")
 GROUPED_LABEL_MAX = 2  # more alarms than this on one threshold line: "9 …Errors alarms > 0"
 THRESHOLD_COLOR = "#d13212"  # alarm thresholds (the renderer's and the console's alarm red)
@@ -657,7 +657,8 @@ def _all_alarms(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
     chunks = _chunks(arns)
     for number, chunk in enumerate(chunks, 1):
         title = "Every alarm (ALARM first)" + (f" {number}/{len(chunks)}" if len(chunks) > 1 else "")
-        grid.full_width(_alarm_widget(title, chunk, GRID_COLUMNS, ALL_ALARMS_HEIGHT), ALL_ALARMS_HEIGHT)
+        height = 1 + -(-len(chunk) // ALARMS_PER_ROW)  # the title, then every name without scrolling
+        grid.full_width(_alarm_widget(title, chunk, GRID_COLUMNS, height), height)
 
 
 def _attach(specs: Sequence[AlarmSpec], charts: Sequence[_Chart]) -> None:

@@ -56,7 +56,7 @@ STATE_ORDER = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
 COUNTER_STATS = frozenset({"Sum", "SampleCount"})  # drawn as bars: a count per period
 MIN_BAR_PX = 3.0  # narrower periods (long windows): counters are drawn as lines, broken at gaps
 GAP_PERIODS = 1.5  # a line breaks where consecutive points are further apart than this many periods
-MIN_WINDOW = timedelta(minutes=10)
+MIN_WINDOW = timedelta(minutes=5)
 ALARM_COLUMN_PX = 280  # an alarm list flows into columns this wide
 _HEX_COLOR = re.compile(r"#(?:[0-9a-fA-F]{3}){1,2}")
 
