@@ -9,8 +9,8 @@ whole list per call; ListMetrics compares every datapoint with every metric foun
 sandbox gathers 20 virtual minutes of metrics per real minute (its publishers run on the virtual
 clock), so every read grew with the sandbox's age.
 
-Here the datapoints are indexed as moto's list grows (moto only appends to it; a new or shorter
-list is indexed again from the start): per metric, times sorted (bisected on insertion, so a late
+Here the datapoints are indexed as moto's list grows, at each PutMetricData (moto only appends to
+the list; a new or shorter one is indexed again from the start): per metric, times sorted (bisected on insertion, so a late
 datapoint takes its place). A read bisects its window out of the series it names and groups those
 datapoints into periods in one pass: its cost is the datapoints it answers from.
 
@@ -418,6 +418,21 @@ def _get_metric_statistics(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_metric_statistics
 
 
+def _put_metric_data(original: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's PutMetricData, then the new datapoints indexed: the writer (a publisher thread, a
+    handler's metrics) pays for its own datapoints, not the first read after hours of them."""
+
+    @functools.wraps(original)
+    def put_metric_data(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if not _moto_reads_on():
+            with _index_of(self):
+                pass
+        return result
+
+    return put_metric_data
+
+
 def _get_filtered_metrics(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def get_filtered_metrics(self: Any, metric_name: str, namespace: str, dimensions: list[dict[str, str]]) -> Any:
@@ -474,6 +489,7 @@ def _patches() -> list[Patch]:
         Patch(CloudWatchBackend, "get_metric_data", _get_metric_data),
         Patch(CloudWatchBackend, "get_metric_statistics", _get_metric_statistics),
         Patch(CloudWatchBackend, "get_filtered_metrics", _get_filtered_metrics),
+        Patch(CloudWatchBackend, "put_metric_data", _put_metric_data),
         Patch(CloudWatchResponse, "get_metric_statistics", _statistics_response),
     ]
 

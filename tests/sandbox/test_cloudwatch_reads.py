@@ -98,6 +98,7 @@ def test_reads_answer_as_moto_does(cw: Any, seed: int) -> None:
 def test_a_read_looks_only_at_its_window_of_its_metric(cw: Any) -> None:
     rng = random.Random(1)
     put(cw, rng, 2000, ["Invocations", "Errors"], ["f1", "f2"])
+    assert STATS.indexed == 2000  # indexed as they were put: no read pays for them
     STATS.reset()
     start, end = T0 + dt.timedelta(minutes=30), T0 + dt.timedelta(minutes=40)
     result = metric_data(cw, [stat_query("m0", "Invocations", "f1", "SampleCount", 60)], start, end, "TimestampAscending")
@@ -167,6 +168,7 @@ def test_s3_metrics_are_read_too(cw: Any) -> None:
 
 def test_uninstall_restores_moto_and_installs_are_counted(aws_env: None) -> None:
     patched = [(CloudWatchBackend, "get_metric_data"), (CloudWatchBackend, "get_metric_statistics"),
+               (CloudWatchBackend, "put_metric_data"),
                (CloudWatchBackend, "get_filtered_metrics"), (CloudWatchResponse, "get_metric_statistics")]
     before = [owner.__dict__[name] for owner, name in patched]
     cloudwatch_reads.install()
