@@ -291,8 +291,8 @@ def table_alarms(logical_id: str) -> list[AlarmSpec]:
             rationale="watched as `FILL(m, 0)`: DynamoDB publishes throttles only when there are some, and "
             "CloudWatch ignores missing data for every AWS/DynamoDB alarm whatever TreatMissingData says, so on "
             "the bare metric the alarm would stay in ALARM after its first episode. Filled, the minutes without "
-            "throttles count as 0 and the alarm returns to OK; a table that never throttled stays "
-            "INSUFFICIENT_DATA, which pages nobody",
+            "throttles count as 0 and the alarm returns to OK; a table with no throttle in the range has "
+            "nothing to fill, and its missing data is not breaching: OK",
             fill=0,
         )
         for direction in ("Read", "Write")
@@ -463,7 +463,8 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "is something to say: while a heartbeat is in the evaluation range every run without one counts as 0, "
             "and 3 in a row page (15 minutes at the default 5-minute ReconcileSchedule; the period is always one "
             "scheduled run). Before the first heartbeat there is nothing to fill and the alarm stays "
-            "INSUFFICIENT_DATA (a reconciler that never ran at all pages through ReconcilerErrors or not at all); "
+            "INSUFFICIENT_DATA (the price: a reconciler that never runs at all pages nobody; `pipeops alarms list` "
+            "shows ReconcilerSilent INSUFFICIENT_DATA and its errors reach the state topic as ReconcilerErrors); "
             "once the last heartbeat leaves the range, `ignore` keeps the ALARM until the reconciler reports again",
             critical=True,
             fill=0,
