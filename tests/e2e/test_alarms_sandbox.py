@@ -184,3 +184,22 @@ def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(mak
     wait_until(lambda: all(states(sandbox).get(a) == "OK" for a in STALL_ALARMS), 600, "the alarms to clear")
     state = Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb")).read()
     assert state.active_count == 0 and state.holders == {}
+
+
+def test_a_count_below_its_holders_pages_until_the_reconciler_sets_it_right(make_sandbox: Any) -> None:
+    """Drift the other way: a count hand-set to -3 (admission trusted it alone, and 5 ran at max 2).
+    The reconciler's next run sees CounterDrift -3 and sets the count; CounterBelowRunning fires on
+    that run, pages through the composite, and returns to OK on the next."""
+    sandbox = make_sandbox(ReconcileSchedule="rate(1 minute)", time_scale=TimeScale(0.02))
+    sandbox.client("dynamodb").update_item(
+        TableName=sandbox.outputs["CoordinationTableName"],
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :n ADD version :one",
+        ExpressionAttributeValues={":n": {"N": "-3"}, ":one": {"N": "1"}},
+    )
+    wait_until(lambda: states(sandbox).get("CounterBelowRunning") == "ALARM", 300, "the below-count alarm")
+    assert states(sandbox)["CounterDrift"] != "ALARM"  # the other side is not this one
+    wait_until(lambda: states(sandbox).get("CounterBelowRunning") == "OK", 300, "the alarm back to OK")
+    page = sandbox.deployment.resources["AlarmTopic"]
+    paged = [(t.alarm_name, t.new_state.value) for t in sandbox.alarms.transitions if page in t.notified]
+    assert paged == [("pipeops-PipelineUnhealthy", "ALARM")]
