@@ -25,7 +25,9 @@ def render_markdown(specs: Sequence[AlarmSpec]) -> str:
         "",
         "Deployed names are `<stack>-<alarm>`. The composite `PipelineUnhealthy` is in ALARM while any alarm "
         "marked critical is. `pipeops alarms list` shows the states, and `pipeops alarms check` shows the "
-        "evaluator's verdict with the datapoints that decided it.",
+        "evaluator's verdict with the datapoints that decided it (against a time-scaled sandbox, on its alarm "
+        "engine's virtual clock, so that both agree; reasons name each period by its wall-clock start and, "
+        "in a sandbox, its virtual one).",
         "",
         "## Who is notified",
         "",
