@@ -497,7 +497,7 @@ def _alarms_table(title: str, lines: Sequence[AlarmLine]) -> Any:
     return table
 
 
-def _others(lines: Sequence[AlarmLine], ok: int) -> str:
+def others_summary(lines: Sequence[AlarmLine], ok: int) -> str:
     """The alarms a table leaves out: those without data yet, by name, and the OK ones as a count."""
     waiting = [line.name for line in lines if line.state == "INSUFFICIENT_DATA"]
     parts = [f"{ok} other alarm(s) OK"]
@@ -539,7 +539,7 @@ def print_act_two(console: Any, incident: IncidentResult, mode: str) -> None:
         )
     firing = [line for line in incident.firing if line.state == "ALARM"]
     console.print(_alarms_table("Alarms in ALARM (pipeops alarms list)", firing))
-    console.print(_others(incident.firing, incident.ok_when_paged))
+    console.print(others_summary(incident.firing, incident.ok_when_paged))
     console.print()
     error = incident.router_error
     if error:

@@ -14,7 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
+
+from pipeops.demo import AlarmLine, alarm_lines, all_in, not_ok, others_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH = "110"  # the README's sample is printed at this width
@@ -82,6 +85,29 @@ def test_the_sample_shows_both_acts() -> None:
     assert "Alarms in ALARM (pipeops alarms list)" in titles
     assert titles[-2:] == ["Reconcile (dry run: nothing changed)", "Reconcile (applied)"]
     assert {"Paged", "Back", "incident"} <= set(words)
+
+
+def test_the_incident_reads_alarms_as_alarms_list_does_with_their_runbook_and_first_step(aws: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    for name in ("demo-Quiet", "demo-Drift", "other-Drift"):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name, AlarmDescription="Held above running. Runbook: counter-drift. First: `pipeops reconcile`",
+            Namespace="PipeOps", MetricName="CounterDrift", Statistic="Minimum", Period=300, EvaluationPeriods=3,
+            Threshold=1, ComparisonOperator="GreaterThanOrEqualToThreshold",
+        )  # fmt: skip
+    cloudwatch.set_alarm_state(AlarmName="demo-Drift", StateValue="ALARM", StateReason="3 of 3")
+    lines = alarm_lines(cloudwatch, "demo")
+    assert [(line.name, line.state) for line in lines] == [("Drift", "ALARM"), ("Quiet", "OK")]
+    assert (lines[0].runbook, lines[0].first_step, lines[0].reason) == ("counter-drift", "`pipeops reconcile`", "3 of 3")
+    assert not_ok(lines) == lines[:1]
+    assert all_in(lines, ["Drift"], "ALARM") and not all_in(lines, ["Drift", "Quiet"], "ALARM")
+    assert not all_in(lines, ["Missing"], "OK")  # an alarm the stack lacks is never "in" a state
+
+
+def test_alarms_left_out_of_the_table_are_a_count_and_those_without_data_are_named() -> None:
+    waiting = [AlarmLine("Throttles", "INSUFFICIENT_DATA", "", "", ""), AlarmLine("Drift", "ALARM", "", "", "")]
+    assert others_summary(waiting, 40) == "40 other alarm(s) OK; 1 with no data yet (INSUFFICIENT_DATA: Throttles)"
+    assert others_summary(waiting[1:], 42) == "42 other alarm(s) OK"
 
 
 @pytest.mark.slow
