@@ -132,6 +132,23 @@ def test_a_dynamodb_throttle_episode_alarms_and_then_returns_to_ok(make_sandbox:
     assert states(sandbox)["CoordinationWriteThrottles"] == "OK"
 
 
+def test_alarms_check_against_a_served_sandbox_agrees_with_its_engine(aws_env: None) -> None:
+    """`pipeops alarms check --endpoint-url` asks the served sandbox for its clock (/_sandbox/clock):
+    on a healthy sandbox every verdict is the state the engine gave, and exit 0."""
+    from sandbox.sandbox import Sandbox
+
+    with Sandbox(serve=True, time_scale=TimeScale(0.02)) as served:
+        wait_virtual(served, 12)  # a few reconciler runs
+        result = CliRunner().invoke(app, ["alarms", "check", "--json", "--endpoint-url", served.endpoint_url])
+        listed = {row["name"]: row["state"] for row in envelope(CliRunner().invoke(app, ["alarms", "list", "--json"]).output, "alarms")}
+    rows = envelope(result.output, "alarm_checks")
+    assert result.exit_code == 0, result.output
+    assert {row["name"]: row["verdict"] for row in rows} == {name: listed[name] for name in (row["name"] for row in rows)}
+    assert len(rows) >= 40 and all(row["verdict"] == "OK" for row in rows)
+    [silent] = [row for row in rows if row["name"] == "pipeops-ReconcilerSilent"]
+    assert ", virtual " in silent["reason"]
+
+
 def test_alarms_check_agrees_with_the_engine_on_a_healthy_sandbox(make_sandbox: Any) -> None:
     """The sandbox's engine judges in virtual time; so does `alarms check`, given its clock."""
     from alarms.live import SandboxClock, check_alarms
