@@ -171,7 +171,10 @@ def s3_event(account_id: str, bucket: Any, event_name: Any, key: Any) -> dict[st
     if kind is None or key is None:
         return None
     detail_type, reason = kind
-    obj: dict[str, Any] = {"key": quote_plus(key.name)}
+    # Encoded as S3 encodes keys in its notifications ("hello world.jpg" -> "hello+world.jpg"),
+    # folder separators kept as they are ("uploads/a+b.txt"): ingest then looks a key up twice
+    # only when it holds a '+' or a '%', as on AWS (pipeline/s3events.py).
+    obj: dict[str, Any] = {"key": quote_plus(key.name, safe="/")}
     if detail_type == "Object Created":
         obj["size"] = int(key.size)
         obj["etag"] = str(key.etag).replace('"', "")

@@ -454,7 +454,8 @@ def test_put_object_in_an_eventbridge_bucket_reaches_the_ingest_rule_once(make_b
     assert event["resources"] == ["arn:aws:s3:::sbx-evt-input"] and event["region"] == REGION
     detail = event["detail"]
     assert detail["bucket"] == {"name": "sbx-evt-input"}
-    assert detail["object"]["key"] == quote_plus(key) and unquote_plus(detail["object"]["key"]) == key
+    assert detail["object"]["key"] == quote_plus(key, safe="/") and unquote_plus(detail["object"]["key"]) == key
+    assert detail["object"]["key"].startswith("incoming/Q3+report+%28")  # folders kept, the rest encoded
     assert detail["object"]["size"] == 8 and detail["object"]["etag"] == etag
     assert detail["reason"] == "PutObject" and detail["version"] == "0"
     assert len(detail["request-id"]) == 16 and detail["requester"] == event["account"]
