@@ -439,10 +439,11 @@ def semaphore_alarms() -> list[AlarmSpec]:
         raised_flag(
             "ImplausibleDriftAlarm",
             Metric.IMPLAUSIBLE_DRIFT,
-            "The reconciler would have released most slots at once and released none: suspect its view (the "
-            "state machine ARN, its permissions) before the pipeline.",
+            "The reconciler held back releasing slots on absence (no execution of their names found, more than "
+            "half the max at once, or a listing that missed running executions): suspect its view (the state "
+            "machine ARN, its permissions) before the pipeline. Slots of ended executions were still released.",
             "implausible-drift",
-            "`pipeops reconcile` and compare its running executions with the Step Functions console",
+            "`pipeops reconcile` names the holders; once checked, `pipeops reconcile --apply --release NAME`",
         ),
         AlarmSpec(
             "ReconcilerSilentAlarm",
