@@ -105,13 +105,34 @@ def percentile_rank(stat: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def period_groups(times: Sequence[float], start: float, period: float) -> dict[int, list[int]]:
-    """Indexes of `times` grouped by their period, counted from `start` (times before it excluded)."""
-    groups: dict[int, list[int]] = {}
-    for index, moment in enumerate(times):
-        if moment >= start:
-            groups.setdefault(int((moment - start) // period), []).append(index)
-    return groups
+def period_slices(times: Sequence[float], start: float, period: float) -> Iterator[tuple[int, int, int]]:
+    """(period number counted from `start`, first index, index past the last) of each period that
+    holds any of `times` (sorted, none before `start`): one bisection per such period."""
+    low = 0
+    while low < len(times):
+        number = int((times[low] - start) // period)
+        high = bisect.bisect_left(times, start + (number + 1) * period, low)
+        yield number, low, high
+        low = high
+
+
+def plain_statistic(stat: str, values: list[float]) -> float | None:
+    """`stat` over plain values (no StatisticValues datapoint among them), as moto's `Statistics`
+    computes it (the same sums in the same order); None for a statistic it does not know."""
+    rank = percentile_rank(stat)
+    if rank is not None:
+        return percentile(values, rank)
+    if stat == "Sum":
+        return float(sum(values))
+    if stat == "Average":
+        return sum(values) / len(values)
+    if stat == "Minimum":
+        return float(min(values))
+    if stat == "Maximum":
+        return float(max(values))
+    if stat == "SampleCount":
+        return float(len(values))
+    return None
 
 
 # --------------------------------------------------------------------------- the index
@@ -120,24 +141,33 @@ def period_groups(times: Sequence[float], start: float, period: float) -> dict[i
 class _Series:
     """One metric's datapoints, by time."""
 
-    __slots__ = ("data", "times")
+    __slots__ = ("data", "times", "values")
 
     def __init__(self) -> None:
         self.times: list[float] = []
         self.data: list[Any] = []
+        self.values: list[float | None] = []  # a plain datapoint's value; None for StatisticValues
 
     def add(self, moment: float, datum: Any) -> None:
+        value = _plain_value(datum)
         if not self.times or moment >= self.times[-1]:
             self.times.append(moment)
             self.data.append(datum)
+            self.values.append(value)
         else:  # late: after those of the same time, as a stable sort would put it
             at = bisect.bisect_right(self.times, moment)
             self.times.insert(at, moment)
             self.data.insert(at, datum)
+            self.values.insert(at, value)
 
-    def window(self, start: float, end: float) -> tuple[list[float], list[Any]]:
+    def window(self, start: float, end: float) -> tuple[list[float], list[Any], list[float | None]]:
         low, high = bisect.bisect_left(self.times, start), bisect.bisect_left(self.times, end)
-        return self.times[low:high], self.data[low:high]
+        return self.times[low:high], self.data[low:high], self.values[low:high]
+
+
+def _plain_value(datum: Any) -> float | None:
+    """A MetricDatum's value; None for a MetricAggregatedDatum (StatisticValues), which has none."""
+    return getattr(datum, "value", None)
 
 
 class _MetricIndex:
@@ -277,9 +307,9 @@ def metric_data(
                 frozenset((d["Name"], d["Value"]) for d in metric.get("Dimensions", [])),
             )
             series = index.by_identity.get(identity)
-            times, data = series.window(start, end) if series is not None else ([], [])
+            times, data, values = series.window(start, end) if series is not None else ([], [], [])
             extra = [d for d in _provided(backend, identity[0]) if identity_of(d) == identity]
-            result = _periods(times, data, extra, stat, start_time, start, end, scan_by)
+            result = _periods(times, data, values, extra, stat, start_time, start, end, scan_by)
             result |= {"id": query["Id"], "label": query.get("Label") or f"{metric['MetricName']} {stat['Stat']}"}
             results.append(result)
             if query.get("ReturnData", True):
@@ -302,6 +332,7 @@ def metric_data(
 def _periods(
     times: list[float],
     data: list[Any],
+    plain: list[float | None],
     extra: list[Any],
     stat: Mapping[str, Any],
     start_time: dt.datetime,
@@ -315,13 +346,18 @@ def _periods(
         if start <= moment < end:
             at = bisect.bisect_right(times, moment)
             times, data = [*times[:at], moment, *times[at:]], [*data[:at], datum, *data[at:]]
+            plain = [*plain[:at], _plain_value(datum), *plain[at:]]
     STATS.looked_at += len(data)
     period = int(stat["Period"])
     values: list[float] = []
     timestamps: list[dt.datetime] = []
-    for number, indexes in sorted(period_groups(times, start, period).items()):
-        chosen = [data[i] for i in indexes if not unit or data[i].unit == unit]
-        value = statistic(stat["Stat"], chosen) if chosen else None
+    for number, low, high in period_slices(times, start, period):
+        found = plain[low:high]
+        if not unit and None not in found:  # plain values: summed as moto sums them, without its objects
+            value = plain_statistic(stat["Stat"], found)  # type: ignore[arg-type]
+        else:
+            chosen = [datum for datum in data[low:high] if not unit or datum.unit == unit]
+            value = statistic(stat["Stat"], chosen) if chosen else None
         if value is not None:
             values.append(value)
             timestamps.append(start_time + dt.timedelta(seconds=number * period))
@@ -351,7 +387,7 @@ def metric_statistics(
     start, end = epoch(start_time), epoch(end_time)
     with _index_of(backend) as index:
         series = index.by_name.get((namespace, metric_name))
-        _, data = series.window(start, end) if series is not None else ([], [])
+        _, data, _ = series.window(start, end) if series is not None else ([], [], [])
     extra = [
         d for d in _provided(backend, namespace) if d.name == metric_name and start <= epoch(d.timestamp) < end
     ]

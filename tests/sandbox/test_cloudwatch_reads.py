@@ -67,6 +67,10 @@ def test_reads_answer_as_moto_does(cw: Any, seed: int) -> None:
     names, functions = ["Invocations", "Errors", "Duration"], ["f1", "f2", "f3"]
     put(cw, rng, 600, names, functions)
     put(cw, rng, 50, names, functions, unit="Milliseconds")
+    cw.put_metric_data(Namespace=NAMESPACE, MetricData=[  # StatisticValues among them: moto's own statistics
+        {"MetricName": rng.choice(names), "Dimensions": [{"Name": "FunctionName", "Value": rng.choice(functions)}],
+         "Timestamp": T0 + dt.timedelta(seconds=rng.uniform(0, 7200)), "Unit": "Count",
+         "StatisticValues": {"SampleCount": 3, "Sum": 9, "Minimum": 1, "Maximum": 5}} for _ in range(20)])
     for _ in range(8):
         start = T0 + dt.timedelta(seconds=rng.randint(-600, 5000), microseconds=rng.randint(0, 999_999))
         end = start + dt.timedelta(seconds=rng.randint(60, 9000))
