@@ -4,7 +4,7 @@ Every applied repair is one item in the coordination table (`loop.Reconciler._au
 days): doc_key `audit#reconcile#<at>#<id>`, so keys sort by time. That table is keyed by doc_key
 alone and also holds one claim per ingested file, so reading audit records by key prefix would be
 a Scan of every claim. Audit items therefore also carry `audit_stream`, the hash key of the sparse
-index `audit-by-time` (range key doc_key): only audit items are in it, and the newest N since a
+index `audit-by-time` (range key `at`, the record's time): only audit items are in it, and the newest N since a
 moment are one Query that reads about N items. On a stack deployed before that index, and for
 records written before it, `read_history` falls back to a paginated Scan with a begins_with
 filter; it reads the whole table, and the result says so (`method`).
@@ -23,7 +23,7 @@ from typing import Any
 from pipeline.jobs import format_timestamp
 
 AUDIT_PREFIX = "audit#reconcile#"
-# The sparse index over audit items: hash `audit_stream` (this value), range `doc_key`.
+# The sparse index over audit items: hash `audit_stream` (this value), range `at` (a timestamp).
 AUDIT_INDEX = "audit-by-time"
 AUDIT_STREAM_ATTRIBUTE = "audit_stream"
 AUDIT_STREAM = "reconcile"
@@ -141,9 +141,9 @@ def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHisto
         request: dict[str, Any] = {
             "TableName": table,
             "IndexName": AUDIT_INDEX,
-            "KeyConditionExpression": "#stream = :stream AND doc_key > :since",
-            "ExpressionAttributeNames": {"#stream": AUDIT_STREAM_ATTRIBUTE},
-            "ExpressionAttributeValues": {":stream": {"S": AUDIT_STREAM}, ":since": {"S": history_since_key(since)}},
+            "KeyConditionExpression": "#stream = :stream AND #at > :since",
+            "ExpressionAttributeNames": {"#stream": AUDIT_STREAM_ATTRIBUTE, "#at": "at"},
+            "ExpressionAttributeValues": {":stream": {"S": AUDIT_STREAM}, ":since": {"S": format_timestamp(since)}},
             "ScanIndexForward": False,
             "Limit": limit + 1 - len(items),
         }

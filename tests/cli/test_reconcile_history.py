@@ -111,24 +111,14 @@ def audit_item(at: datetime, target: str, *, indexed: bool = True) -> dict[str, 
 
 
 def coordination_table(dynamodb: Any, *, with_index: bool) -> str:
-    spec: dict[str, Any] = {
-        "TableName": "coordination",
-        "BillingMode": "PAY_PER_REQUEST",
-        "KeySchema": [{"AttributeName": "doc_key", "KeyType": "HASH"}],
-        "AttributeDefinitions": [{"AttributeName": "doc_key", "AttributeType": "S"}],
-    }
-    if with_index:
-        spec["AttributeDefinitions"].append({"AttributeName": AUDIT_STREAM_ATTRIBUTE, "AttributeType": "S"})
-        spec["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": AUDIT_INDEX,
-                "KeySchema": [
-                    {"AttributeName": AUDIT_STREAM_ATTRIBUTE, "KeyType": "HASH"},
-                    {"AttributeName": "doc_key", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ]
+    """The coordination table as the template declares it, or as a stack deployed before its index."""
+    from tests.conftest import _table_definitions
+
+    spec: dict[str, Any] = {"TableName": "coordination", **_table_definitions()["CoordinationTable"]}
+    assert [index["IndexName"] for index in spec["GlobalSecondaryIndexes"]] == [AUDIT_INDEX]
+    if not with_index:
+        spec.pop("GlobalSecondaryIndexes")
+        spec["AttributeDefinitions"] = [{"AttributeName": "doc_key", "AttributeType": "S"}]
     dynamodb.create_table(**spec)
     for minutes, target in ((50, "old"), (20, "a"), (10, "b"), (5, "c")):
         dynamodb.put_item(TableName="coordination", Item=audit_item(NOW - timedelta(minutes=minutes), target))
