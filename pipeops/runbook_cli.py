@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markdown import Markdown
 from rich.table import Table
 
 from pipeops import render
@@ -78,4 +77,6 @@ def show_runbook(
     if as_json:
         render.emit_json("runbook_page", {**_entry(runbook, _alarms_by_runbook()), "markdown": text})
         return
+    from rich.markdown import Markdown  # ~70 ms of imports (markdown-it): only for `show`
+
     render.console.print(Markdown(text))

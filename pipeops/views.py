@@ -67,6 +67,7 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
     from monitors.reconcile.loop import AUDIT_RETENTION, last_run
     from pipeops import reconcile
 
+    client = _one_client_per_service(client)
     dry = reconcile.run(resources, client, apply=False)
     # The reconciler's dry run read every active run already (the sparse index): count those.
     active = Counter(run.status for run in dry.observed.active_runs)
@@ -81,6 +82,19 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
         alarms_in_alarm=[{"name": v.name, "reason": v.reason, "runbook": v.runbook} for v in firing],
         recent_repairs=_recent_repairs(client("dynamodb"), resources.CoordinationTableName, (now or datetime.now(UTC)) - AUDIT_RETENTION),
     )
+
+
+def _one_client_per_service(client: Client) -> Client:
+    """`client` made once per service for this view: each boto3 client costs ~20 ms to build, and
+    the reconciler's dry run, the snapshot and the alarms ask for the same few again."""
+    made: dict[str, Any] = {}
+
+    def shared(service: str) -> Any:
+        if service not in made:
+            made[service] = client(service)
+        return made[service]
+
+    return shared
 
 
 # How many of the reconciler's newest repairs `status` shows (`reconcile --history` lists them all).
