@@ -41,6 +41,7 @@ from pipeline.telemetry.catalog import (
     ResourceKind,
     aws_metric,
 )
+from runbooks.catalog import Runbook
 
 # The function dimension carries the deployed name; service and stage come from the template.
 SERVICE_NAME = "pipeops-pipeline"  # template Globals: POWERTOOLS_SERVICE_NAME (a test checks)
@@ -65,7 +66,7 @@ class WatchedMetric:
 class AlarmSpec:
     logical_id: str
     summary: str  # what it means when it fires, one sentence
-    runbook: str
+    runbook: Runbook
     first_step: str
     watched: WatchedMetric
     statistic: str
@@ -140,7 +141,7 @@ _GT, _GE, _LT = Comparison.GREATER_THAN_THRESHOLD, Comparison.GREATER_THAN_OR_EQ
 _QUIET, _BREACH = TreatMissingData.NOT_BREACHING, TreatMissingData.BREACHING
 
 
-def dead_letter_queue_alarms(logical_id: str, holds: str, runbook: str, first_step: str) -> list[AlarmSpec]:
+def dead_letter_queue_alarms(logical_id: str, holds: str, runbook: Runbook, first_step: str) -> list[AlarmSpec]:
     return [
         AlarmSpec(
             f"{logical_id.replace('DeadLetterQueue', 'Dlq')}NotEmptyAlarm",
@@ -170,7 +171,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
         AlarmSpec(
             f"{short}ErrorsAlarm",
             f"{logical_id} raised or timed out in 3 of the last 5 minutes.",
-            "function-errors",
+            Runbook.FUNCTION_ERRORS,
             "read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
             "`pipeops failures` names the file for a task function",
             resource_metric(ResourceKind.FUNCTION, "Errors", logical_id),
@@ -188,7 +189,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
         AlarmSpec(
             f"{short}ThrottlesAlarm",
             f"{logical_id} was throttled in 5 consecutive minutes (account or reserved concurrency).",
-            "function-throttles",
+            Runbook.FUNCTION_THROTTLES,
             "compare ConcurrentExecutions with the account limit; check MaxConcurrentWorkflows",
             resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id),
             "Sum",
@@ -204,7 +205,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
         AlarmSpec(
             f"{short}DurationAlarm",
             f"{logical_id}'s p99 duration passed 80% of its {timeout_seconds} s timeout in 3 of 5 minutes.",
-            "function-duration",
+            Runbook.FUNCTION_DURATION,
             "look for the slow dependency in its traces and logs before the timeouts start",
             resource_metric(ResourceKind.FUNCTION, "Duration", logical_id),
             "p99",
@@ -222,7 +223,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
 
 
 def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
-    def any_of(metric: str, suffix: str, summary: str, runbook: str, first_step: str, critical: bool) -> AlarmSpec:
+    def any_of(metric: str, suffix: str, summary: str, runbook: Runbook, first_step: str, critical: bool) -> AlarmSpec:
         return AlarmSpec(
             f"Executions{suffix}Alarm",
             summary,
@@ -246,7 +247,7 @@ def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
             "ExecutionsFailed",
             "Failed",
             "A workflow execution failed: its run is FAILED and its files were not all redacted.",
-            "executions-failed",
+            Runbook.EXECUTIONS_FAILED,
             "`pipeops failures --since 1h` names the state, error, cause and file key",
             True,
         ),
@@ -254,7 +255,7 @@ def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
             "ExecutionsTimedOut",
             "TimedOut",
             "A workflow execution ran past the state machine's TimeoutSeconds.",
-            "executions-failed",
+            Runbook.EXECUTIONS_FAILED,
             "`pipeops failures --since 1h`; a task that always times out shows there with its file key",
             True,
         ),
@@ -262,7 +263,7 @@ def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
             "ExecutionThrottled",
             "Throttled",
             "Step Functions throttled StartExecution or state transitions.",
-            "execution-throttled",
+            Runbook.EXECUTION_THROTTLED,
             "lower MaxConcurrentWorkflows or ask for a higher Step Functions quota",
             False,
         ),
@@ -275,7 +276,7 @@ def table_alarms(logical_id: str) -> list[AlarmSpec]:
         AlarmSpec(
             f"{short}{direction}ThrottlesAlarm",
             f"DynamoDB throttled {direction.lower()}s on {logical_id} in 5 consecutive minutes.",
-            "dynamodb-throttles",
+            Runbook.DYNAMODB_THROTTLES,
             "on the coordination table the semaphore's one item is hot: lower MaxConcurrentWorkflows or the "
             "router's batch size",
             resource_metric(ResourceKind.TABLE, f"{direction}ThrottleEvents", logical_id),
@@ -344,7 +345,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
     period = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
     assert CATALOG[Metric.COUNTER_DRIFT].period == period, "the metric catalog samples at the default schedule"
 
-    def raised_flag(logical_id: str, metric: Metric, summary: str, runbook: str, first_step: str, rationale: str = "") -> AlarmSpec:
+    def raised_flag(logical_id: str, metric: Metric, summary: str, runbook: Runbook, first_step: str, rationale: str = "") -> AlarmSpec:
         """A 0/1 signal the reconciler computes: one run that raises it pages."""
         return AlarmSpec(
             logical_id,
@@ -371,7 +372,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "CounterDriftAlarm",
             "active_count has stayed above the executions holding slots for 3 reconciler runs: slots are leaking "
             "faster than they are repaired, or the reconciler reports without repairing.",
-            "counter-drift",
+            Runbook.COUNTER_DRIFT,
             "`pipeops reconcile` (dry run) shows which holder leaked and why; then `pipeops reconcile --apply`",
             pipeline_metric(Metric.COUNTER_DRIFT, recon),
             "Minimum",
@@ -391,7 +392,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "CounterBelowRunningAlarm",
             "active_count is below the executions holding slots: admission trusts the count, so more than "
             "MaxConcurrentWorkflows may run until it is set right.",
-            "counter-drift",
+            Runbook.COUNTER_DRIFT,
             "`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the count to "
             "the holders",
             pipeline_metric(Metric.COUNTER_DRIFT, recon),
@@ -413,7 +414,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "SlotsFullIdleAlarm",
             "Every slot is counted taken while no router-started execution runs: the pipeline is stalled "
             "at max concurrency with nothing running.",
-            "slots-full-idle",
+            Runbook.SLOTS_FULL_IDLE,
             "`pipeops reconcile --apply` releases the leaked slots (check `pipeops status` first)",
             pipeline_metric(Metric.SLOTS_FULL_IDLE, recon),
             "Maximum",
@@ -432,7 +433,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "BacklogStalledAlarm",
             Metric.BACKLOG_STALLED,
             "A run has waited QUEUED past the stall window (BacklogStallSeconds) while no run moved.",
-            "backlog-stalled",
+            Runbook.BACKLOG_STALLED,
             "`pipeops status` shows the oldest QUEUED run and the slots; `pipeops reconcile` says why nothing starts",
             rationale="not SQS's ApproximateAgeOfOldestMessage: every capacity wait re-sends the message and resets it",
         ),
@@ -442,13 +443,13 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "The reconciler held back releasing slots on absence (no execution of their names found, more than "
             "half the max at once, or a listing that missed running executions): suspect its view (the state "
             "machine ARN, its permissions) before the pipeline. Slots of ended executions were still released.",
-            "implausible-drift",
+            Runbook.IMPLAUSIBLE_DRIFT,
             "`pipeops reconcile` names the holders; once checked, `pipeops reconcile --apply --release NAME`",
         ),
         AlarmSpec(
             "ReconcilerSilentAlarm",
             "The reconciler has stopped reporting for 3 of its runs: nothing repairs drift and its alarms see nothing.",
-            "reconciler-silent",
+            Runbook.RECONCILER_SILENT,
             "check the ReconcilerFunction's errors and its schedule rule (enabled, ReconcileSchedule)",
             pipeline_metric(Metric.RECONCILE_RUNS, recon),
             "Sum",
@@ -479,7 +480,7 @@ def router_alarms() -> list[AlarmSpec]:
         AlarmSpec(
             "RouterFailuresAlarm",
             "The router failed to route messages in 2 of the last 15 minutes (retried, then the DLQ).",
-            "router-failures",
+            Runbook.ROUTER_FAILURES,
             "Logs Insights on the router: `filter level = \"ERROR\" | stats count() by reason`",
             pipeline_metric(Metric.ROUTER_FAILURES, Function.ROUTER),
             "Sum",
@@ -506,7 +507,7 @@ def pipeline_alarms() -> list[AlarmSpec]:
         AlarmSpec(
             "FileFailureRateAlarm",
             "On average more than 20% of the files of the runs accounted for in 5 minutes failed.",
-            "file-failure-rate",
+            Runbook.FILE_FAILURE_RATE,
             "`pipeops jobs --status FAILED` and `pipeops job show <id>`: one bad file type, or a detector outage",
             pipeline_metric(Metric.RUN_FILE_FAILURE_PERCENT, Function.FINALIZE),
             "Average",
@@ -529,12 +530,12 @@ def pipeline_alarms() -> list[AlarmSpec]:
 # -- the catalog -------------------------------------------------------------------------------
 
 DEAD_LETTER_QUEUES = (
-    ("DeadLetterQueue", "job messages the router could not route", "dlq-messages",
+    ("DeadLetterQueue", "job messages the router could not route", Runbook.DLQ_MESSAGES,
      "`pipeops status` shows the depth; read the router's ERROR lines (reason), fix it, then redrive the DLQ"),
     ("TrackerDeadLetterQueue", "execution status events the tracker could not handle (their slots may leak)",
-     "tracker-dlq", "`pipeops reconcile` repairs the slots; then read the events and redrive them"),
+     Runbook.TRACKER_DLQ, "`pipeops reconcile` repairs the slots; then read the events and redrive them"),
     ("IngestDeadLetterQueue", "S3 object events ingest could not put into a run (those files are not processed)",
-     "ingest-dlq", "read the ingest errors, fix them, then re-upload or redrive the events"),
+     Runbook.INGEST_DLQ, "read the ingest errors, fix them, then re-upload or redrive the events"),
 )  # fmt: skip
 TABLES = ("TrackingTable", "CoordinationTable")
 STATE_MACHINE = "PipelineStateMachine"
