@@ -90,6 +90,17 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
     s3, sqs = sandbox.client("s3"), sandbox.client("sqs")
     sqs.set_queue_attributes(QueueUrl=sandbox.outputs["MainQueueUrl"], Attributes={"VisibilityTimeout": "20"})
 
+    # The one slot is taken until the router has waited for it once: a capacity wait on any machine,
+    # however its jobs' timings fall (under load they can run one after another, never meeting).
+    from datetime import UTC, datetime
+
+    from pipeline.jobs import format_timestamp
+    from pipeline.stores.semaphore import AcquireResult, Semaphore
+
+    gate = Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb"))
+    taken = gate.acquire("held-by-the-test", format_timestamp(datetime.now(UTC)), 1)  # young: no reconciler frees it
+    assert taken is AcquireResult.ACQUIRED
+
     # Healthy paths, one slot for two jobs (a capacity wait), and the files that are not redacted.
     for key, body in {
         "one.txt": b"mail ann@corp.example, call 555-201-3344\n",
@@ -102,6 +113,8 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
     }.items():
         s3.put_object(Bucket=bucket, Key=key, Body=body)
     sqs.send_message(QueueUrl=sandbox.outputs["MainQueueUrl"], MessageBody='{"v": 1, "job_id": 42')  # poison
+    wait_until(lambda: any(name == "CapacityWaits" for _, name, _ in emitted(sandbox)), 120)
+    gate.release("held-by-the-test")
     assert sandbox.wait_until_idle(300)
     [done] = [run for run in runs(sandbox) if run.job_id == "one.txt"]
     assert done.status is JobStatus.COMPLETE
