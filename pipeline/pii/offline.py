@@ -41,8 +41,9 @@ class _Scan:
     def fragment(self, start: int, end: int, *, of_cards: bool = True) -> bool:
         """Whether [start, end) is part of a longer account-number-like run (or a card-like one).
 
-        Such a run is one token to a reader: a phone number or an SSN found among its digit
-        groups is a fragment of it, never a number of its own (see `_ACCOUNT_RUN`).
+        Such a run is one token to a reader: a phone, card or SSN found among its digit groups
+        is a fragment of it, never a number of its own (see `_ACCOUNT_RUN`). Cards are checked
+        against account-like runs only: a card-like run is what a card is printed as.
         """
         text = self.text
         if not (_GROUP_BEFORE.search(text, max(0, start - 8), start) or _GROUP_AFTER.match(text, end)):
