@@ -78,7 +78,7 @@ def render_markdown(specs: Sequence[AlarmSpec]) -> str:
 
 
 def current() -> str:
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     return render_markdown(build_catalog(load_template()))
 

@@ -128,7 +128,7 @@ def render_index(specs: Sequence[AlarmSpec]) -> str:
 
 def _specs() -> list[AlarmSpec]:
     from alarms.catalog import build_catalog
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     return build_catalog(load_template())
 

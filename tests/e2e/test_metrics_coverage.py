@@ -25,8 +25,8 @@ from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.dashboard_cli import stack_names, stack_parameters
-from pipeops.resources import Connection
-from sandbox.template import load_template
+from stack.resources import Connection
+from stack.template import load_template
 
 pytestmark = pytest.mark.slow
 

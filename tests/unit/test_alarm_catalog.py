@@ -17,7 +17,7 @@ from alarms.evaluate import AlarmState, TreatMissingData, evaluate
 from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG
 from pipeops.cli import app
 from pipeops.template_build import build_text, is_current
-from sandbox.template import load_template
+from stack.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template()

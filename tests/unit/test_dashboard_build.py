@@ -32,8 +32,8 @@ from dashboards.limits import MAX_ALARMS_PER_WIDGET, MAX_METRICS_PER_WIDGET, MAX
 from dashboards.render import MetricQuery, expand_metrics
 from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, NAMESPACE, STANDARD_DIMENSIONS, ResourceKind
 from pipeops.dashboard_cli import dashboard_app, fetch_metrics, metric_key, metric_queries, stack_names
-from pipeops.resources import StackResources
-from sandbox.template import load_template
+from stack.resources import StackResources
+from stack.template import load_template
 
 TEMPLATE = load_template()
 SPECS = build_catalog(TEMPLATE)

@@ -16,7 +16,7 @@ from pipeline.pii.offline import OfflineDetector
 from pipeops.runbook_cli import runbook_app
 from runbooks.catalog import SECTIONS, Runbook, UnknownRunbookError, load_page, page_path, parse
 from runbooks.docs import INDEX, alarms_of, listed_alarms, refresh, render_index, sections
-from sandbox.template import load_template
+from stack.template import load_template
 
 SPECS = build_catalog(load_template())
 RUNBOOKS = list(Runbook)
