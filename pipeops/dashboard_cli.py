@@ -129,7 +129,7 @@ def deployed_body(cloudwatch: Any, name: str) -> dict[str, Any] | None:
 
 def metric_queries(body: Mapping[str, Any]) -> list[Any]:
     """Every metric the renderer will fetch: visible metric rows, expanded as the page expands them."""
-    from dashboards.render import DEFAULT_PERIOD, DEFAULT_STAT, expand_metrics
+    from dashboards.metric_rows import DEFAULT_PERIOD, DEFAULT_STAT, expand_metrics
 
     queries = []
     for widget in body.get("widgets", []):

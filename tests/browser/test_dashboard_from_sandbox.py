@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
-from dashboards.render import CHROMIUM, PALETTE, Box, expand_metrics, layout
+from dashboards.metric_rows import expand_metrics
+from dashboards.render import CHROMIUM, PALETTE, Box, layout
 from pipeops.dashboard_cli import dashboard_app, stack_names, stack_parameters
 from stack.resources import Connection
 from stack.template import load_template

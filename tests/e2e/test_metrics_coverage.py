@@ -20,7 +20,7 @@ import pytest
 
 from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
-from dashboards.render import expand_metrics
+from dashboards.metric_rows import expand_metrics
 from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord

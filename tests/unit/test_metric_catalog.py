@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, Function, Metric, Unit, render_markdown
+from pipeline.telemetry.aws_catalog import AWS_CATALOG
+from pipeline.telemetry.catalog import CATALOG, Function, Metric, render_markdown
+from pipeline.telemetry.units import Unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
