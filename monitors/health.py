@@ -1,7 +1,7 @@
 """The health snapshot: one look at queue, DLQs, semaphore, executions and jobs.
 
 `observe` does the I/O; `assess` is pure and names what an on-call engineer should look at
-(DESIGN.md §3: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
+(docs/ARCHITECTURE.md#status: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
 that is not empty).
 
 Jobs are read so that the cost follows the work in flight, never the table's size: active runs

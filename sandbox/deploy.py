@@ -1,4 +1,4 @@
-"""Deploy the very same `template.yaml` into moto (DESIGN.md §4).
+"""Deploy the very same `template.yaml` into moto (docs/ARCHITECTURE.md#sandbox).
 
     template.yaml --(sandbox.template.transform: sam package + SAM transform, offline)--> JSON
         --(CloudFormation create_stack, parameters passed through)--> moto creates what it can

@@ -1,4 +1,4 @@
-"""template.yaml: lint, offline SAM transform, and the relations DESIGN.md §1 promises.
+"""template.yaml: lint, offline SAM transform, and the relations docs/ARCHITECTURE.md#failure-modes-designed-out promises.
 
 Runs offline in a couple of seconds: cfn-lint's Python API and aws-sam-translator, no AWS call.
 """
@@ -360,7 +360,7 @@ def test_queue_relations_hold(template: dict[str, Any], cfn: dict[str, Any]) -> 
     assert max_receive == 5
     # AWS: at least six times the function timeout, plus the batching window.
     assert visibility >= 6 * router_timeout + batching_window
-    # A message that keeps failing reaches the DLQ before it expires (DESIGN.md §1, failure mode 6).
+    # A message that keeps failing reaches the DLQ before it expires (docs/ARCHITECTURE.md#dlq-rot).
     assert max_receive * visibility < retention
     assert resolve(template, dead_letter["MessageRetentionPeriod"]) >= retention
     for queue in resources_of_type(cfn, "AWS::SQS::Queue").values():
@@ -518,7 +518,7 @@ def test_topic_display_names_fit_whatever_the_stack_name(template: dict[str, Any
 
 @pytest.mark.skipif(not ASL_PATH.exists(), reason=f"{ASL_PATH.name} is not written yet")
 def test_stale_job_window_outlasts_the_state_machine_timeout(template: dict[str, Any]) -> None:
-    # DESIGN.md §1 failure modes 2 and 3: a hung execution ends before its job counts as stale.
+    # docs/ARCHITECTURE.md#hung-executions: a hung execution ends before its job counts as stale.
     definition = json.loads(ASL_PATH.read_text(encoding="utf-8"))
     assert "TimeoutSeconds" in definition, "the state machine needs a TimeoutSeconds"
     stale_minutes = int(template["Parameters"]["StaleJobMinutes"]["Default"])
