@@ -32,15 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from alarms.evaluate import AlarmRule, Comparison, TreatMissingData
-from pipeline.telemetry.catalog import (
-    CATALOG,
-    NAMESPACE,
-    AwsMetricSpec,
-    Function,
-    Metric,
-    ResourceKind,
-    aws_metric,
-)
+from pipeline.telemetry.aws_catalog import AwsMetricSpec, ResourceKind, aws_metric
+from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Function, Metric
 from runbooks.catalog import Runbook
 
 # The function dimension carries the deployed name; service and stage come from the template.

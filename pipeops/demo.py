@@ -32,8 +32,8 @@ from pipeline.jobs import job_id_for_key
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
-from pipeops.resources import StackResources
 from pipeops.views import file_outcomes, run_summary
+from stack.resources import StackResources
 
 if TYPE_CHECKING:
     from sandbox.sandbox import Sandbox

@@ -17,7 +17,7 @@ from typing import Any
 from monitors.health import Finding, HealthSnapshot, assess, observe
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import STATUS_INDEX, RunRecord, TrackingStore
-from pipeops.resources import StackResources
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 

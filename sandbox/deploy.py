@@ -49,7 +49,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sandbox import lambda_logging
 from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
-from sandbox.template import TEMPLATE_PATH, load_template, transform
+from sandbox.template import transform
+from stack.template import TEMPLATE_PATH, load_template
 
 LOG = logging.getLogger("sandbox.deploy")
 

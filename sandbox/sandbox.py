@@ -47,7 +47,7 @@ from sandbox.runtime import LambdaRuntime
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
-from sandbox.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, load_template
 
 LOG = logging.getLogger("sandbox")
 REGION = "us-east-1"

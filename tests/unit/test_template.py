@@ -17,15 +17,8 @@ from cfnlint.api import ManualArgs, lint, lint_file
 from packaging.requirements import Requirement
 
 from pipeline.config import ALL_ENV_NAMES
-from sandbox.template import (
-    DEFAULT_CODE_URI,
-    PROJECT_ROOT,
-    TEMPLATE_PATH,
-    TemplateError,
-    load_template,
-    package,
-    transform,
-)
+from sandbox.template import DEFAULT_CODE_URI, package, transform
+from stack.template import PROJECT_ROOT, TEMPLATE_PATH, TemplateError, load_template
 
 REGIONS = ["us-east-1", "eu-west-1"]
 ASL_PATH = PROJECT_ROOT / "pipeline" / "statemachine" / "pipeline.asl.json"
@@ -122,7 +115,7 @@ def format_matches(matches: list[Any]) -> str:
     return "\n".join(f"{m.rule.id} {m.message} ({m.filename}:{m.linenumber})" for m in matches)
 
 
-# ------------------------------------------------------------------------ sandbox.template API
+# -------------------------------------------------------------- stack.template, sandbox.template API
 
 
 def test_loader_reads_short_tags_in_their_long_form(tmp_path: Path) -> None:
