@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from pipeline.stack import Function
+
 if TYPE_CHECKING:
     from pipeline.telemetry.aws_catalog import AWS_CATALOG as AWS_CATALOG
     from pipeline.telemetry.aws_catalog import AWS_DIMENSION as AWS_DIMENSION
@@ -36,21 +38,6 @@ class Unit(StrEnum):
     MILLISECONDS = "Milliseconds"
     BYTES = "Bytes"
     PERCENT = "Percent"
-
-
-class Function(StrEnum):
-    """The functions that emit pipeline metrics, by their logical id in template.yaml (the
-    `function` dimension carries the deployed name: `!Ref <logical id>`)."""
-
-    INGEST = "IngestFunction"
-    ROUTER = "RouterFunction"
-    BATCH_TRIGGER = "BatchTriggerFunction"
-    TRACKER = "WorkflowTrackerFunction"
-    RECONCILER = "ReconcilerFunction"
-    DETECT = "DetectFunction"
-    GENERATE_SYNTHETIC = "GenerateSyntheticFunction"
-    REDACT = "RedactFunction"
-    FINALIZE = "FinalizeFunction"
 
 
 @dataclass(frozen=True)

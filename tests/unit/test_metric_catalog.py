@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, Function, Metric, Unit, render_markdown
+from pipeline.stack import Function
+from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, Metric, Unit, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
