@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from alarms.evaluate import AlarmRule, Comparison, TreatMissingData
+from pipeline.stack import SERVICE_NAME, Function
 from pipeline.telemetry.aws_catalog import AwsMetricSpec, ResourceKind, aws_metric
-from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Function, Metric
+from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
 from runbooks.catalog import Runbook
 
 # The function dimension carries the deployed name; service and stage come from the template.
-SERVICE_NAME = "pipeops-pipeline"  # template Globals: POWERTOOLS_SERVICE_NAME (a test checks)
 TOPIC = "AlarmTopic"
 Series = tuple[float | None, ...]  # one value per period, oldest first; None: no datapoint
 

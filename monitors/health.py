@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pipeline.config import load_settings
 from pipeline.jobs import format_timestamp
 from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus, JobStatus
 from pipeline.stores.run_index import RunIndex
@@ -189,7 +190,7 @@ def _running(sfn: Any, state_machine_arn: str) -> int:
 
 def _max_concurrency(lambda_client: Any, router_function: str) -> int:
     env = lambda_client.get_function_configuration(FunctionName=router_function).get("Environment", {})
-    return int(env.get("Variables", {}).get("MAX_CONCURRENT_WORKFLOWS", 10))
+    return load_settings(env.get("Variables", {})).max_concurrent_workflows
 
 
 def observe(

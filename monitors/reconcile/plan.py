@@ -50,8 +50,8 @@ from monitors.reconcile.model import (
     Holder,
     Observation,
     Plan,
-    ReconcileSettings,
 )
+from pipeline.config import ReconcileSettings
 from pipeline.repairs import MAX_CAUSE_CHARS, failure_fields
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.executions import ExecutionOutcome

@@ -17,24 +17,14 @@ from cfnlint.api import ManualArgs, lint, lint_file
 from packaging.requirements import Requirement
 
 from pipeline.config import ALL_ENV_NAMES
+from pipeline.stack import Function
 from sandbox.template import DEFAULT_CODE_URI, package, transform
 from stack.template import PROJECT_ROOT, TEMPLATE_PATH, TemplateError, load_template
 
 REGIONS = ["us-east-1", "eu-west-1"]
 ASL_PATH = PROJECT_ROOT / "pipeline" / "statemachine" / "pipeline.asl.json"
 
-# Each function's handler module: the pipeline's in pipeline/handlers/, the sidecar's in monitors/.
-HANDLERS = {
-    "IngestFunction": "pipeline.handlers.ingest",
-    "RouterFunction": "pipeline.handlers.router",
-    "BatchTriggerFunction": "pipeline.handlers.batch_trigger",
-    "WorkflowTrackerFunction": "pipeline.handlers.workflow_tracker",
-    "DetectFunction": "pipeline.handlers.detect",
-    "GenerateSyntheticFunction": "pipeline.handlers.generate_synthetic",
-    "RedactFunction": "pipeline.handlers.redact",
-    "FinalizeFunction": "pipeline.handlers.finalize",
-    "ReconcilerFunction": "monitors.reconcile.handler",
-}
+HANDLERS = {function.value: function.handler_module for function in Function}
 # Functions that know the state machine; the task functions must not (the state machine
 # depends on them: a reference back is a circular dependency).
 STATE_MACHINE_CLIENTS = {"RouterFunction", "BatchTriggerFunction", "WorkflowTrackerFunction", "ReconcilerFunction"}
