@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pipeline.stack import Function
 from pipeline.telemetry.units import Unit
 
 NAMESPACE = "PipeOps"
@@ -23,19 +24,7 @@ NAMESPACE = "PipeOps"
 STANDARD_DIMENSIONS: tuple[str, ...] = ("service", "stage", "function")
 
 
-class Function(StrEnum):
-    """The functions that emit pipeline metrics, by their logical id in template.yaml (the
-    `function` dimension carries the deployed name: `!Ref <logical id>`)."""
 
-    INGEST = "IngestFunction"
-    ROUTER = "RouterFunction"
-    BATCH_TRIGGER = "BatchTriggerFunction"
-    TRACKER = "WorkflowTrackerFunction"
-    RECONCILER = "ReconcilerFunction"
-    DETECT = "DetectFunction"
-    GENERATE_SYNTHETIC = "GenerateSyntheticFunction"
-    REDACT = "RedactFunction"
-    FINALIZE = "FinalizeFunction"
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from alarms.catalog import SERVICE_NAME, AlarmSpec, Series, build_catalog, critical
+from alarms.catalog import AlarmSpec, Series, build_catalog, critical
 from alarms.cloudformation import COMPOSITE, resources
 from alarms.evaluate import AlarmState, TreatMissingData, evaluate
+from pipeline.stack import SERVICE_NAME
 from pipeline.telemetry.aws_catalog import AWS_CATALOG
 from pipeline.telemetry.catalog import CATALOG
 from pipeops.cli import app

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from pipeline.stack import Function
 from pipeline.telemetry.aws_catalog import AWS_CATALOG
-from pipeline.telemetry.catalog import CATALOG, Function, Metric, render_markdown
+from pipeline.telemetry.catalog import CATALOG, Metric, render_markdown
 from pipeline.telemetry.units import Unit
 
 ROOT = Path(__file__).resolve().parents[2]
