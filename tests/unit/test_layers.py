@@ -43,7 +43,6 @@ LONG_FUNCTIONS = {
     "sandbox/deploy.py:_create_skipped_resources",
     "pipeops/demo.py:run_incident",
     "monitors/reconcile/plan.py:plan",
-    "pipeline/statemachine/build.py:build_definition",
 }
 
 
