@@ -14,6 +14,7 @@ from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
 from monitors.reconcile.model import ReconcileSettings
 from pipeline.queue import JobQueue
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
 from pipeops.resources import StackResources
@@ -30,6 +31,7 @@ def build(
     router = lambda_client.get_function_configuration(FunctionName=resources.RouterFunctionName)
     variables = (router.get("Environment") or {}).get("Variables", {})
     dynamodb = client("dynamodb")
+    tracking = TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName)
     settings = ReconcileSettings(
         max_slots=int(variables.get("MAX_CONCURRENT_WORKFLOWS", 10)),
         grace_seconds=float(grace_seconds if grace_seconds is not None else int(router.get("Timeout", 60)) + GRACE_MARGIN_SECONDS),
@@ -39,7 +41,9 @@ def build(
     return Reconciler(
         semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), resources.StateMachineArn),
-        tracking=TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName),
+        tracking=tracking,
+        claims=tracking,
+        runs=RunIndex(resources.TrackingTableName, dynamodb),
         send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
         dynamodb=dynamodb,
         coordination_table=resources.CoordinationTableName,

@@ -16,6 +16,7 @@ from typing import Any
 
 from monitors.health import Finding, HealthSnapshot, assess, observe
 from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.resources import StackResources
@@ -172,16 +173,14 @@ def file_outcomes(record: RunRecord) -> dict[str, str]:
     return dict(sorted(outcomes.items()))
 
 
-def _state_path(sfn: Any, execution_arn: str | None) -> list[str]:
+def _state_path(executions: ExecutionsStore, execution_arn: str | None) -> list[str]:
     if not execution_arn:
         return []
     path: list[str] = []
-    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
-    for page in pages:
-        for event in page["events"]:
-            entered = event.get("stateEnteredEventDetails")
-            if entered and (not path or path[-1] != entered["name"]):
-                path.append(entered["name"])
+    for event in executions.history(execution_arn):
+        entered = event.get("stateEnteredEventDetails")
+        if entered and (not path or path[-1] != entered["name"]):
+            path.append(entered["name"])
     return path
 
 
@@ -215,7 +214,7 @@ def job_detail(resources: StackResources, client: Client, job_id: str, log_limit
     return JobDetail(
         job_id=job_id,
         runs=[run_summary(r) for r in runs],
-        state_path=_state_path(client("stepfunctions"), latest.execution_arn),
+        state_path=_state_path(ExecutionsStore(client("stepfunctions"), resources.StateMachineArn), latest.execution_arn),
         file_outcomes=file_outcomes(latest),
         log_lines=_log_lines(client("logs"), resources.function_names, job_id, log_limit),
     )

@@ -32,9 +32,14 @@ from monitors.reconcile.plan import overdue, override_plan, plan
 from pipeline.jobs import JobMessage, RunRef, format_timestamp, parse_timestamp
 from pipeline.repairs import mark_failed, release_holder
 from pipeline.status import JobStatus
-from pipeline.stores.executions import ExecutionsStore
-from pipeline.stores.semaphore import ReleaseResult, Semaphore
-from pipeline.stores.tracking import TrackingStore
+from pipeline.stores.protocols import (
+    ClaimsProtocol,
+    ExecutionsProtocol,
+    RunIndexProtocol,
+    SemaphoreProtocol,
+    TrackingProtocol,
+)
+from pipeline.stores.semaphore import ReleaseResult
 
 AUDIT_RETENTION = timedelta(days=30)
 # One item, overwritten by every applied run: what `pipeops status` shows of the reconciler.
@@ -58,9 +63,11 @@ class Applied:
 class Reconciler:
     """Everything the reconciler reads and writes, built once (Lambda) or per command (CLI)."""
 
-    semaphore: Semaphore
-    executions: ExecutionsStore
-    tracking: TrackingStore
+    semaphore: SemaphoreProtocol
+    executions: ExecutionsProtocol
+    tracking: TrackingProtocol
+    claims: ClaimsProtocol  # which run each object's claim names
+    runs: RunIndexProtocol  # the tracking table's indexes: active runs, the latest end
     send: Callable[[JobMessage, int], None]  # announce a run on the main queue
     dynamodb: Any  # for the audit records, in the coordination table
     coordination_table: str
@@ -72,7 +79,7 @@ class Reconciler:
         semaphore_read_at = self.clock()
         state = self.semaphore.read()
         running = tuple(self.executions.running())
-        active = tuple(_active(record) for record in self.tracking.active_runs())
+        active = tuple(_active(record) for record in self.runs.active_runs())
         listed = {execution.name for execution in running}
         to_describe = {holder for holder in state.holders} | {
             run.execution_name for run in active if run.status is not JobStatus.QUEUED
@@ -102,7 +109,7 @@ class Reconciler:
         ]
         counts: dict[str, int] = {}
         for run in overdue_runs:
-            claims = self.tracking.claimed_runs(run.bucket, run.files) if run.files and run.bucket else {}
+            claims = self.claims.claimed_runs(run.bucket, run.files) if run.files and run.bucket else {}
             counts[run.target] = sum(1 for claimed in claims.values() if claimed == RunRef(run.job_id, run.started_at))
         return counts
 
@@ -112,7 +119,7 @@ class Reconciler:
         window_start = now - timedelta(seconds=self.settings.stall_seconds)
         if not queued or min(queued) >= format_timestamp(window_start):
             return None
-        ended = self.tracking.last_ended_after(format_timestamp(window_start))
+        ended = self.runs.last_ended_after(format_timestamp(window_start))
         return parse_timestamp(ended) if ended else None
 
     def act(self, actions: Sequence[Action], *, apply: bool) -> list[Applied]:
