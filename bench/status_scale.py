@@ -237,8 +237,8 @@ def run(sizes: tuple[int, ...] = SIZES, say: Callable[[str], None] = print) -> l
     from moto import mock_aws
 
     from pipeops import views
-    from pipeops.resources import Connection
     from sandbox.deploy import deploy
+    from stack.resources import Connection
 
     _fake_aws_environment()
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)

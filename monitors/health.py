@@ -1,7 +1,7 @@
 """The health snapshot: one look at queue, DLQs, semaphore, executions and jobs.
 
 `observe` does the I/O; `assess` is pure and names what an on-call engineer should look at
-(DESIGN.md §3: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
+(docs/ARCHITECTURE.md#status: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
 that is not empty).
 
 Jobs are read so that the cost follows the work in flight, never the table's size: active runs
@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pipeline.config import load_settings
 from pipeline.jobs import format_timestamp
 from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from pipeline.stores.executions import ExecutionsStore
@@ -185,7 +186,7 @@ def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float
 
 def _max_concurrency(lambda_client: Any, router_function: str) -> int:
     env = lambda_client.get_function_configuration(FunctionName=router_function).get("Environment", {})
-    return int(env.get("Variables", {}).get("MAX_CONCURRENT_WORKFLOWS", 10))
+    return load_settings(env.get("Variables", {})).max_concurrent_workflows
 
 
 def observe(

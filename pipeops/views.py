@@ -19,7 +19,7 @@ from pipeline.status import JobStatus
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import RunRecord, TrackingStore
-from pipeops.resources import StackResources
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 

@@ -3,7 +3,7 @@
 Each acquire puts the holder (the execution name) with its acquire time into the `holders` map
 and increments `active_count` in the same conditional UpdateItem; release removes the holder and
 decrements only if the holder was present. Both are idempotent, so `active_count` equals the
-number of holders and a duplicate event can never push admission above the max (DESIGN.md §3).
+number of holders and a duplicate event can never push admission above the max (docs/ARCHITECTURE.md#semaphore).
 Admission is bounded twice, by the count *and* by the holders themselves (`size(holders) < :max`):
 a count set below its holders by hand cannot let more executions in than the max.
 `version` increases on every write so the reconciler can make its repairs conditional.

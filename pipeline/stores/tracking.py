@@ -7,7 +7,7 @@ it ends: it keys the sparse `active-jobs` index, so "which jobs are active" is a
 
 Head items: key (job_id, "#head"). `latest_started_at` lets the batch trigger read the latest run
 of many jobs with two BatchGetItem calls instead of one query per job; `pending_started_at` names
-the QUEUED run that still accepts files arriving in the job's folder (DESIGN.md failure mode 10).
+the QUEUED run that still accepts files arriving in the job's folder (docs/ARCHITECTURE.md#files-dropped-by-folder-batching).
 Realtime ingest sets both in the transaction that opens a run, and reads the head together with
 the object's claim (one BatchGetItem): a file costs ingest one read and one write.
 
@@ -638,7 +638,7 @@ class TrackingStore:
             raise RuntimeError("TrackingStore built without claims_table (the coordination table)")
         return self._claims_table
 
-    # -- router admission: the run's half of the semaphore's joint writes (DESIGN.md §3) -----
+    # -- router admission: the run's half of the semaphore's joint writes (docs/ARCHITECTURE.md#semaphore) -----
 
     def admission_item(
         self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus, expected_files: int | None = None
