@@ -53,6 +53,7 @@ from monitors.reconcile.loop import Reconciler, reconcile
 from pipeline.config import SEMAPHORE_KEY, ReconcileSettings
 from pipeline.jobs import RunRef, execution_arn, execution_name, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -492,8 +493,7 @@ class World:
             claims=tracking,
             runs=runs,
             send=send,
-            dynamodb=ddb,
-            coordination_table=COORDINATION_TABLE,
+            audit=AuditStore(COORDINATION_TABLE, ddb),
             settings=ReconcileSettings(max_slots=self.max_slots),
             actor="bench",
             clock=lambda: dt.datetime.now(dt.UTC),

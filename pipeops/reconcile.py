@@ -13,6 +13,7 @@ from typing import Any
 from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
 from pipeline.config import load_reconcile_settings
 from pipeline.queue import JobQueue
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -42,8 +43,7 @@ def build(resources: StackResources, client: Client, *, grace_seconds: float | N
         claims=tracking,
         runs=RunIndex(resources.TrackingTableName, dynamodb),
         send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
-        dynamodb=dynamodb,
-        coordination_table=resources.CoordinationTableName,
+        audit=AuditStore(resources.CoordinationTableName, dynamodb),
         settings=settings,
         actor=_caller(client),
         clock=lambda: datetime.now(UTC),

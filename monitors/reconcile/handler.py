@@ -15,6 +15,7 @@ from monitors.reconcile.signals import signals
 from pipeline.aws import client
 from pipeline.config import load_reconcile_settings
 from pipeline.handlers import _wiring
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.telemetry import emit, logger
@@ -42,8 +43,7 @@ def _reconciler(actor: str) -> Reconciler:
         claims=tracking,
         runs=RunIndex(settings.require("tracking_table"), client("dynamodb")),
         send=_wiring.job_queue().send,
-        dynamodb=client("dynamodb"),
-        coordination_table=settings.require("coordination_table"),
+        audit=AuditStore(settings.require("coordination_table"), client("dynamodb")),
         settings=parts["settings"],
         actor=actor,
         clock=lambda: datetime.now(UTC),

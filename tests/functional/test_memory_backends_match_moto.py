@@ -12,10 +12,17 @@ import pytest
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AuditStore, LastRun
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import AcquireResult, JointWrite, ReleaseResult, Semaphore
 from pipeline.stores.tracking import ClaimWrite, ObjectClaim, TrackingStore
-from tests.property.memory import MemoryClaims, MemoryRunIndex, MemorySemaphore, MemoryTrackingStore
+from tests.property.memory import (
+    MemoryAudit,
+    MemoryClaims,
+    MemoryRunIndex,
+    MemorySemaphore,
+    MemoryTrackingStore,
+)
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T = [format_timestamp(NOW + timedelta(seconds=s)) for s in range(10)]
@@ -256,6 +263,24 @@ def test_the_claim_transactions_and_index_reads_give_the_same_results_and_states
     assert got == expected
     outcomes = [entry[0] for entry in expected[:13]]
     assert set(ClaimWrite) - {ClaimWrite.CONFLICT} <= set(outcomes)  # (every refusal was met)
+
+
+def audit_scenario(audit: Any) -> list[Any]:
+    """Repairs recorded, the last run written over, and the trail read back by window and limit."""
+    seen: list[Any] = [audit.last_run(), audit.history(NOW - timedelta(hours=1)).records]
+    for minutes, target in ((50, "old"), (20, "a"), (10, "b"), (5, "c")):
+        at = NOW - timedelta(minutes=minutes)
+        audit.record(action="set_count", target=target, reason="drift", before={"version": 3}, after={"n": 1.5}, by="me", at=at)
+    for repairs in (1, 2):
+        audit.record_last_run(LastRun(T[repairs], "me", [{"kind": "CounterDrift", "target": "x"}], 1, repairs, 0, 0))
+    window, capped = audit.history(NOW - timedelta(minutes=30)), audit.history(NOW - timedelta(minutes=30), limit=2)
+    return [*seen, audit.last_run(), window.records, window.truncated, capped.records, capped.truncated, audit.history(NOW, limit=0)]
+
+
+def test_the_audit_trail_gives_the_same_records_back(resources) -> None:
+    expected = audit_scenario(AuditStore(resources.coordination_table, resources.client("dynamodb")))
+    assert audit_scenario(MemoryAudit()) == expected
+    assert [r.target for r in expected[3]] == ["c", "b", "a"] and expected[6]  # (the scenario ran through)
 
 
 # -- a release is two calls: what happens when a write lands between them ---------------------------

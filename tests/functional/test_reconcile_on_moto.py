@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from monitors.reconcile.loop import AUDIT_PREFIX, ActionResult, Reconciler, reconcile
+from monitors.reconcile.loop import ActionResult, Reconciler, reconcile
 from pipeline.config import ReconcileSettings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AUDIT_PREFIX, AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -40,8 +41,7 @@ def world(resources) -> dict[str, Any]:
         claims=tracking,
         runs=RunIndex(resources.tracking_table, ddb),
         send=send,
-        dynamodb=ddb,
-        coordination_table=resources.coordination_table,
+        audit=AuditStore(resources.coordination_table, ddb),
         settings=ReconcileSettings(max_slots=4, grace_seconds=60),
         actor="arn:aws:iam::123456789012:user/on-call",
         clock=lambda: datetime.now(UTC),

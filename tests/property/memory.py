@@ -17,6 +17,7 @@ races happen in the real system.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,6 +33,7 @@ from pipeline.status import (
     JobStatus,
     allowed_predecessors,
 )
+from pipeline.stores.audit import AuditHistory, AuditRecord, LastRun
 from pipeline.stores.executions import ExecutionOutcome, ListedExecution, RunningExecution
 from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
 from pipeline.stores.tracking import ClaimWrite, IngestView, ObjectClaim, RunRecord, empty_failed_files
@@ -695,3 +697,38 @@ class MemoryRunIndex:
 
     def _newest_first(self, status: JobStatus) -> list[_Run]:
         return sorted((r for r in self.tracking.runs.values() if r.status is status), key=lambda r: r.updated_at, reverse=True)
+
+
+# -- the audit trail -------------------------------------------------------------------------------
+
+
+class MemoryAudit:
+    """Audit records and the last-run summary, kept in lists (the real store puts one item each)."""
+
+    def __init__(self, hook: Hook = no_hook) -> None:
+        self.records: list[AuditRecord] = []
+        self.last: LastRun | None = None
+        self.hook = hook
+
+    def record(
+        self, *, action: str, target: str, reason: str, before: Mapping[str, Any], after: Mapping[str, Any], by: str, at: datetime
+    ) -> None:
+        self.hook(f"audit.record {action} {target}")
+        # As written and read back: JSON objects, so their values are what JSON keeps.
+        plain = json.loads(json.dumps({"before": dict(before), "after": dict(after)}, sort_keys=True))
+        self.records.append(AuditRecord(format_timestamp(at), action, target, reason, by, plain["before"], plain["after"]))
+
+    def record_last_run(self, run: LastRun) -> None:
+        self.hook("audit.record_last_run")
+        self.last = run
+
+    def last_run(self) -> LastRun | None:
+        self.hook("audit.last_run")
+        return self.last
+
+    def history(self, since: datetime, limit: int = 50, *, scan_without_index: bool = True) -> AuditHistory:
+        self.hook("audit.history")
+        if limit <= 0:
+            return AuditHistory([], "query", False)
+        found = sorted((r for r in self.records if r.at > format_timestamp(since)), key=lambda r: r.at, reverse=True)
+        return AuditHistory(found[:limit], "query", len(found) > limit, min(len(found), limit + 1))

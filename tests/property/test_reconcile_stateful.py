@@ -65,6 +65,7 @@ from pipeline.routing import Router, StartExecutionError
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.tracker import StatusChange, track
 from tests.property.memory import (
+    MemoryAudit,
     MemoryClaims,
     MemoryExecutions,
     MemoryGuard,
@@ -177,14 +178,6 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-class AuditTable:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def put_item(self, **request: Any) -> None:
-        self.items.append(request["Item"])
-
-
 # -- the state machine ------------------------------------------------------------------------------
 
 
@@ -198,7 +191,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         self.tracking = MemoryTrackingStore(hook=pause_here, on_transition=self._on_transition)
         self.claims = MemoryClaims(self.tracking, hook=pause_here)
         self.run_index = MemoryRunIndex(self.tracking, hook=pause_here)
-        self.audit = AuditTable()
+        self.audit = MemoryAudit(hook=pause_here)
         self.queue: list[JobMessage] = []  # visible messages on the main queue
         self.events: list[StatusChange] = []  # status events EventBridge has yet to deliver
         self.live: list[Process] = []
@@ -237,8 +230,7 @@ class ReconcileRaces(RuleBasedStateMachine):
                 claims=self.claims,
                 runs=self.run_index,
                 send=self._send,
-                dynamodb=self.audit,
-                coordination_table="pipeops-coordination",
+                audit=self.audit,
                 settings=reconcile_settings,
                 actor=f"reconciler-{i}",
                 clock=self.clock,

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.protocols import (
+    AuditProtocol,
     ClaimsProtocol,
     ExecutionsProtocol,
     RunIndexProtocol,
@@ -21,6 +23,7 @@ from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
 from tests.property.memory import (
+    MemoryAudit,
     MemoryClaims,
     MemoryExecutions,
     MemoryRunIndex,
@@ -42,6 +45,8 @@ IMPLEMENTATIONS: list[tuple[type, tuple[type, ...]]] = [
     (MemoryClaims, (ClaimsProtocol,)),
     (RunIndex, (RunIndexProtocol,)),
     (MemoryRunIndex, (RunIndexProtocol,)),
+    (AuditStore, (AuditProtocol,)),
+    (MemoryAudit, (AuditProtocol,)),
 ]
 
 
