@@ -37,7 +37,8 @@ from monitors.health import RECENT_CAP
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
 from pipeline.stores._dynamodb import to_attribute
-from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, STATUS_INDEX, _queued_run_item
+from pipeline.stores.run_index import STATUS_INDEX
+from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, _queued_run_item
 from sandbox import dynamodb_query
 
 SIZES = (10_000, 100_000)

@@ -29,7 +29,8 @@ from alarms.cloudformation import COMPOSITE
 from alarms.live import runbook_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
-from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.views import file_outcomes, run_summary
@@ -165,13 +166,13 @@ def run_mode(
 ) -> ModeResult:
     depth = 1
     resources = resources_of(sandbox)
-    dynamodb, sfn, s3 = sandbox.client("dynamodb"), sandbox.client("stepfunctions"), sandbox.client("s3")
+    dynamodb, s3 = sandbox.client("dynamodb"), sandbox.client("s3")
     store = TrackingStore(resources.TrackingTableName, dynamodb)
     semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
+    executions = ExecutionsStore(sandbox.client("stepfunctions"), resources.StateMachineArn)
 
     def peaks() -> tuple[int, int]:
-        running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
-        return len(running["executions"]), semaphore.read().active_count
+        return sum(1 for _ in executions.running()), semaphore.read().active_count
 
     keys = sorted(files)
     started = time.monotonic()

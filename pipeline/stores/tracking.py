@@ -21,14 +21,14 @@ claim is no run, and every reader of run items would have to learn to skip it.)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
+from pipeline.status import JobStatus, allowed_predecessors
 from pipeline.stores._dynamodb import (
     TransactionCancelledError,
     cancellations,
@@ -42,8 +42,6 @@ if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_objec
     from pipeline.s3events import ObjectVersion
 
 HEAD_SORT_KEY = "#head"
-ACTIVE_INDEX = "active-jobs"
-STATUS_INDEX = "by-status"
 RETENTION = timedelta(days=90)
 FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
 CLAIM_KEY_PREFIX = "object#"
@@ -308,43 +306,6 @@ class TrackingStore:
             else:
                 raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
         return items
-
-    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
-        """Active runs from the sparse index, optionally only those not updated since a moment."""
-        statuses = [status] if status else list(ACTIVE_STATUSES)
-        paginator = self._client.get_paginator("query")
-        for active in statuses:
-            condition = "active_status = :s"
-            values: dict[str, Any] = {":s": {"S": active.value}}
-            if updated_before:
-                condition += " AND updated_at < :before"
-                values[":before"] = {"S": updated_before}
-            for page in paginator.paginate(
-                TableName=self._table,
-                IndexName=ACTIVE_INDEX,
-                KeyConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            ):
-                for item in page.get("Items", []):
-                    yield RunRecord.from_item(item)
-
-    def last_ended_after(self, after: str) -> str | None:
-        """When the latest run ended after `after` (COMPLETE or FAILED), or None: one item read
-        per status, newest first, from the `by-status` index."""
-        latest: list[str] = []
-        for status in (JobStatus.COMPLETE, JobStatus.FAILED):
-            response = self._client.query(
-                TableName=self._table,
-                IndexName=STATUS_INDEX,
-                KeyConditionExpression="#status = :s AND updated_at > :after",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":s": {"S": status.value}, ":after": {"S": after}},
-                ScanIndexForward=False,
-                Limit=1,
-                ProjectionExpression="updated_at",
-            )
-            latest += [item["updated_at"]["S"] for item in response.get("Items", [])]
-        return max(latest, default=None)
 
     # -- status -----------------------------------------------------------------------------
 
