@@ -51,7 +51,7 @@ from pipeline.jobs import (
     parse_timestamp,
     split_supported,
 )
-from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.status import ExecutionStatus, FailedFileKind, JobStatus, empty_failed_files
 from pipeline.stores.semaphore import JointWrite, Semaphore, SemaphoreState
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
@@ -346,7 +346,7 @@ class Router:
             record.run,
             JobStatus.COMPLETE,
             call.now,
-            fields={"failed_files": {"detect": [], "redact": [], "unsupported": unsupported, "empty": []}},
+            fields={"failed_files": empty_failed_files() | {FailedFileKind.UNSUPPORTED: unsupported}},
             expected_status=record.status,
             expected_updated_at=record.updated_at,  # a file that arrived meanwhile makes us look again
         )

@@ -32,7 +32,13 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from pipeline.aws import error_code
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
+from pipeline.status import (
+    ACTIVE_STATUSES,
+    FailedFileKind,
+    JobStatus,
+    allowed_predecessors,
+    empty_failed_files,
+)
 from pipeline.stores.semaphore import Semaphore, SemaphoreState
 
 if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_object_version`
@@ -42,7 +48,6 @@ HEAD_SORT_KEY = "#head"
 ACTIVE_INDEX = "active-jobs"
 STATUS_INDEX = "by-status"
 RETENTION = timedelta(days=90)
-FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
 CLAIM_KEY_PREFIX = "object#"
 _BATCH_GET_LIMIT = 100
 
@@ -76,10 +81,6 @@ def to_attribute(value: Any) -> dict[str, Any]:
 
 def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
-
-
-def empty_failed_files() -> dict[str, list[Any]]:
-    return {kind: [] for kind in FAILED_FILE_KINDS}
 
 
 def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
@@ -482,7 +483,7 @@ class TrackingStore:
         self._client.update_item(
             TableName=self._table,
             Key=self._key(run.job_id, run.started_at),
-            UpdateExpression="SET execution_arn = :arn, failed_files.unsupported = :u",
+            UpdateExpression=f"SET execution_arn = :arn, failed_files.{FailedFileKind.UNSUPPORTED} = :u",
             ConditionExpression="attribute_exists(job_id)",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )

@@ -25,10 +25,16 @@ from typing import Any
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from pipeline.jobs import RunRef, execution_arn, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, ExecutionStatus, JobStatus, allowed_predecessors
+from pipeline.status import (
+    ACTIVE_STATUSES,
+    ExecutionStatus,
+    JobStatus,
+    allowed_predecessors,
+    empty_failed_files,
+)
 from pipeline.stores.executions import ExecutionOutcome, RunningExecution
 from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
-from pipeline.stores.tracking import RunRecord, empty_failed_files
+from pipeline.stores.tracking import RunRecord
 
 Hook = Callable[[str], None]
 # (operation, holder, the holder's stamp before the write) after a semaphore write that changed the
