@@ -527,7 +527,7 @@ class ScanningTrackingStore(TrackingStore):
 
 def _table_definitions() -> dict[str, dict[str, Any]]:
     """Table schemas as template.yaml declares them (as tests/conftest.py builds them)."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     wanted = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "BillingMode")

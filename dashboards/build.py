@@ -45,7 +45,8 @@ from alarms.cloudformation import COMPOSITE
 from alarms.evaluate import Comparison
 from dashboards.limits import GRID_COLUMNS, MAX_ALARMS_PER_WIDGET
 from pipeline.stack import Function
-from pipeline.telemetry.catalog import CATALOG, Metric, ResourceKind
+from pipeline.telemetry.aws_catalog import ResourceKind
+from pipeline.telemetry.catalog import CATALOG, Metric
 
 OPERATIONS = "OperationsDashboard"
 DRILLDOWN = "RunDrilldownDashboard"

@@ -21,8 +21,8 @@ from pipeops import render
 from pipeops.dashboard_cli import dashboard_app
 from pipeops.entry import PipeopsTyper, installed_version
 from pipeops.render import ErrorCode
-from pipeops.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
 from pipeops.runbook_cli import runbook_app
+from stack.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
 
 # The option parser's UsageError (typer vendors click, and exports only this subclass of it).
 _USAGE_ERROR = typer.BadParameter.__mro__[1]

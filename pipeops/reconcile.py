@@ -16,7 +16,7 @@ from pipeline.queue import JobQueue
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
-from pipeops.resources import StackResources
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 # A slot younger than the router's timeout plus this may still be in a router's hands.

@@ -1,6 +1,6 @@
 """The embedded sandbox: moto as the AWS, template.yaml deployed into it, the real handlers running.
 
-One object wires the parts that each add one missing behaviour of AWS (DESIGN.md §4):
+One object wires the parts that each add one missing behaviour of AWS (docs/ARCHITECTURE.md#what-the-sandbox-adds-to-moto):
 
     moto (in-process `mock_aws`, or a `ThreadedMotoServer` on loopback)
       + sandbox.deploy   template.yaml → SAM transform → moto CloudFormation, corrected in one place
@@ -48,7 +48,7 @@ from sandbox.runtime import LambdaRuntime
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
-from sandbox.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, load_template
 
 LOG = logging.getLogger("sandbox")
 REGION = "us-east-1"

@@ -109,7 +109,7 @@ class Resources:
 
 def _table_definitions() -> dict[str, dict[str, Any]]:
     """Table schemas as the template declares them (one source of truth for keys and indexes)."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     wanted = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "BillingMode")

@@ -1,4 +1,4 @@
-"""What the reconciler sees, finds and does, as plain data (DESIGN.md §3).
+"""What the reconciler sees, finds and does, as plain data (docs/ARCHITECTURE.md#reconciler).
 
 The observation carries identities, not counts: which holder, since when; which execution, since
 when; which run, in which status. `plan(observation)` is a pure function of it; every action

@@ -1,4 +1,4 @@
-"""The reconciler's decisions: `plan(observation) -> Plan`, pure (DESIGN.md §3).
+"""The reconciler's decisions: `plan(observation) -> Plan`, pure (docs/ARCHITECTURE.md#reconciler).
 
 Level-triggered, like a Kubernetes controller: nothing here trusts an event, every finding comes
 from what the observation holds now, and running it again on the repaired world finds nothing.

@@ -1,4 +1,4 @@
-"""The semaphore, the router, the tracker and the reconciler, raced against each other (DESIGN.md §3).
+"""The semaphore, the router, the tracker and the reconciler, raced against each other (docs/ARCHITECTURE.md#who-may-give-a-slot-back).
 
 A hypothesis state machine over in-memory backends (tests/property/memory.py). The router, the
 tracker and the reconciler are the real code (`Router.route`, `track`, `reconcile` / `Reconciler`),

@@ -25,7 +25,8 @@ from moto.server import ThreadedMotoServer
 from pipeline.stack import Function
 from sandbox.clock import TimeScale
 from sandbox.deploy import DeployError, Deployment, deploy, scale_definition, stack_outputs
-from sandbox.template import load_template, transform
+from sandbox.template import transform
+from stack.template import load_template
 
 REGION = "us-east-1"
 EXECUTING = {"stepfunctions": {"execute_state_machine": True}}

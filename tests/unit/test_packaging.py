@@ -28,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from pipeline.stack import Function
-from sandbox.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, load_template
 
 MAKEFILE = PROJECT_ROOT / "Makefile"
 
@@ -38,7 +38,7 @@ RUNTIME_PACKAGES = {"pipeline"}
 RECONCILER_PACKAGES = {"pipeline", "monitors"}
 RECONCILER = Function.RECONCILER
 # Parts of the repository no function may ship or import.
-NOT_RUNTIME = {"sandbox", "pipeops", "tests", "bench", "samples", "docs", "dashboards", "alarms", "runbooks"}
+NOT_RUNTIME = {"sandbox", "pipeops", "stack", "tests", "bench", "samples", "docs", "dashboards", "alarms", "runbooks"}
 # Provided by the Lambda Python runtime, deliberately not in requirements.txt.
 RUNTIME_PROVIDED = {"boto3", "botocore"}
 ARCHITECTURE_PLATFORM = {"arm64": "aarch64", "x86_64": "x86_64"}
