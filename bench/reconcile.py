@@ -52,7 +52,7 @@ from typing import Any
 from monitors.reconcile.loop import Reconciler, reconcile
 from pipeline.config import SEMAPHORE_KEY, ReconcileSettings
 from pipeline.jobs import RunRef, execution_arn, execution_name, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, JobStatus
+from pipeline.status import ACTIVE_STATUSES, JobStatus, empty_failed_files
 from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
@@ -324,7 +324,7 @@ class World:
                 offsets += [2.0, 3.0]
             if kind == "COMPLETE":
                 account = {
-                    "failed_files": {"detect": [], "redact": [], "unsupported": [], "empty": []},
+                    "failed_files": empty_failed_files(),
                     "redaction_results": {
                         "files_total": FILES_PER_RUN,
                         "files_redacted": FILES_PER_RUN,

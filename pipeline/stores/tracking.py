@@ -28,7 +28,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import JobStatus, allowed_predecessors
+from pipeline.status import (
+    FailedFileKind,
+    JobStatus,
+    allowed_predecessors,
+    empty_failed_files,
+)
 from pipeline.stores._dynamodb import (
     TransactionCancelledError,
     cancellations,
@@ -43,12 +48,9 @@ if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_objec
 
 HEAD_SORT_KEY = "#head"
 RETENTION = timedelta(days=90)
-FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
 CLAIM_KEY_PREFIX = "object#"
 _BATCH_GET_LIMIT = 100
 
-def empty_failed_files() -> dict[str, list[Any]]:
-    return {kind: [] for kind in FAILED_FILE_KINDS}
 
 
 def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
@@ -370,7 +372,7 @@ class TrackingStore:
         self._client.update_item(
             TableName=self._table,
             Key=self._key(run.job_id, run.started_at),
-            UpdateExpression="SET execution_arn = :arn, failed_files.unsupported = :u",
+            UpdateExpression=f"SET execution_arn = :arn, failed_files.{FailedFileKind.UNSUPPORTED} = :u",
             ConditionExpression="attribute_exists(job_id)",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )
