@@ -26,7 +26,7 @@ One run, one process, plain `mock_aws()` (no execute_state_machine: started exec
    active runs with a paginated Scan of the whole table filtered on status. Dry runs: the world
    stays as it is. Counted on the reconciler's own clients with botocore event hooks: API calls by
    service and operation, time spent in each, items read (ScannedCount of Query and Scan, the item
-   of GetItem) and returned, and read units estimated from item sizes (moto's ConsumedCapacity is
+   of GetItem, the items of BatchGetItem) and returned, and read units estimated from item sizes (moto's ConsumedCapacity is
    a constant placeholder).
 
 Every item is cloned from prototypes written through the real stores (`TrackingStore.create_run`,
@@ -214,6 +214,13 @@ class CallMeter:
             sample.items_returned += 1 if item else 0
             sample.bytes_read += size
             sample.read_units += read_units(size, consistent=consistent)
+        elif model.name == "BatchGetItem":
+            items = [item for found in parsed.get("Responses", {}).values() for item in found]
+            size = sum(item_bytes(item) for item in items)
+            sample.items_read += len(items)
+            sample.items_returned += len(items)
+            sample.bytes_read += size
+            sample.read_units += sum(read_units(item_bytes(item), consistent=consistent) for item in items)
         elif model.name in ("Query", "Scan"):
             scanned = int(parsed.get("ScannedCount", 0))
             sample.items_read += scanned
@@ -484,7 +491,8 @@ class World:
         ddb, sfn = session.client("dynamodb"), session.client("stepfunctions")
         meter.attach(ddb)
         meter.attach(sfn)
-        store = TrackingStore(TRACKING_TABLE, ddb) if mode == "proper" else ScanningTrackingStore(TRACKING_TABLE, ddb)
+        kind = TrackingStore if mode == "proper" else ScanningTrackingStore
+        store = kind(TRACKING_TABLE, ddb, claims_table=COORDINATION_TABLE)
 
         def send(message: Any, delay: int) -> None:
             raise AssertionError("a dry run announces nothing")
@@ -508,8 +516,8 @@ class World:
 class ScanningTrackingStore(TrackingStore):
     """A reconciler without the sparse index: active runs from a paginated Scan of the whole table."""
 
-    def __init__(self, table_name: str, client: Any) -> None:
-        super().__init__(table_name, client)
+    def __init__(self, table_name: str, client: Any, *, claims_table: str = "") -> None:
+        super().__init__(table_name, client, claims_table=claims_table)
         self._scan_table = table_name
         self._scan_client = client
 
@@ -610,18 +618,19 @@ GOAL_SIZES = (1_000, 10_000)
 GOAL_RUNNING = 40
 
 
-def items_read_budget(active_runs: int) -> int:
-    """The most items a proper pass may read: every active run (the sparse index) and the semaphore."""
-    return active_runs + 1
+def items_read_budget(active_runs: int, queued_files: int) -> int:
+    """The most items a proper pass may read: every active run (the sparse index), the semaphore,
+    the claims of the files of overdue QUEUED runs and the stall check's two one-item queries."""
+    return active_runs + 1 + queued_files + 2
 
 
 def goal_row(first: Sample, last: Sample, world: World, sizes: Sequence[int]) -> GoalRow:
     """The goal row from a pass at the smallest and one at the largest size. Pure."""
-    budget = items_read_budget(world.active_runs)
+    budget = items_read_budget(world.active_runs, world.queued * FILES_PER_RUN)
     return GoalRow(
         measure=f"reconcile pass: items read at {sizes[-1]:,} tracking records",
         now=f"{last.items_read:,}",
-        goal=f"≤ {budget:,} (active runs + the semaphore), the same at every table size",
+        goal=f"≤ {budget:,} (active runs, the semaphore, queued runs' claims), the same at every table size",
         met=last.items_read <= budget and first.items_read == last.items_read,
         detail=(
             f"one dry pass as the Lambda builds it, {world.active_runs} active runs, {world.running} running "
