@@ -2,8 +2,8 @@
 
 Four operations the pipeline leans on (a conditional update, an SQS round trip, SQS batches, an
 execution start), plus the cost of building a boto3 client (moto's ASL interpreter builds one per
-Task state; the sandbox reuses them, sandbox.moto_seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
-reports operations (or messages) per second.
+Task state; the sandbox reuses them, sandbox.moto_seams). Each measurement runs a fixed number of
+operations on a fresh `mock_aws` and reports operations (or messages) per second.
 
 These are isolated operations, in units of their own: no ratio to the sandbox can be read from
 them. `bench.sandbox_ratio` computes that ratio in one run (the handlers' recorded calls replayed
