@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e import ApiCallCounter, ThreadCpuMeter
+from pipeline.status import FailedFileKind
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = PROJECT_ROOT / "docs" / "PERFORMANCE.md"
@@ -287,7 +288,7 @@ def _timed_uploads(
 
 def _timeline(runs: Sequence[Any], executions: Mapping[str, Mapping[str, Any]], t0: float) -> list[dict[str, Any]]:
     """Each run, in the order they started: its files, when it was created, executed and ended."""
-    from pipeline.status import TERMINAL_STATUSES, FailedFileKind
+    from pipeline.status import TERMINAL_STATUSES
 
     timeline = []
     for run in sorted(runs, key=lambda r: r.started_at):
