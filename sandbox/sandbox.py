@@ -28,8 +28,7 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -99,6 +98,10 @@ class Sandbox:
     # its role's policies in the deployed stack; one outside them fails with AccessDenied
     # (sandbox.iam_enforcement). `iam.calls` records every decision. False: moto's "all allowed".
     enforce_iam: bool = True
+    # Called with a function's name when its configuration changed since its last invocation
+    # (`LambdaRuntime.on_fresh_environments`): whoever composes the sandbox with handler code that
+    # keeps state per function (the pipeline: `pipeops.pipeline_sandbox`) drops that state here.
+    fresh_environment_hooks: Sequence[Callable[[str], None]] = ()
 
     deployment: Deployment | None = field(default=None, init=False)
     runtime: LambdaRuntime | None = field(default=None, init=False)
@@ -144,7 +147,8 @@ class Sandbox:
                 extra_sys_path=[PROJECT_ROOT],
                 min_real_timeout=self.min_handler_seconds,
             ).install()
-            self.runtime.on_fresh_environments(_forget_warm_state)
+            for hook in self.fresh_environment_hooks:
+                self.runtime.on_fresh_environments(hook)
             # Listening before anything can invoke a function or start an execution.
             self.aws_metrics = AwsMetricsPublisher(
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url
@@ -313,18 +317,3 @@ class Sandbox:
             time.sleep(0.05)
         return False
 
-
-@contextmanager
-def running_sandbox(**settings: Any) -> Iterator[Sandbox]:
-    with Sandbox(**settings) as sandbox:
-        yield sandbox
-
-
-def _forget_warm_state(function_name: str) -> None:
-    """The pipeline's per-function state of a function whose configuration changed (see
-    `LambdaRuntime.on_fresh_environments`): its collaborators and its cold-start mark."""
-    from pipeline.handlers import _wiring
-    from pipeline.telemetry.handler import forget_warm
-
-    _wiring.forget(function_name)
-    forget_warm(function_name)

@@ -281,12 +281,13 @@ def make_sandbox(aws_env: None):
     virtual time faster than the default 0.05, for tests that wait out alarm periods and schedules
     (handlers and workflows keep their real-time floors: nothing is cut off sooner).
     """
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.sandbox import DEFAULT_TIME_SCALE, Sandbox
 
     started: list[Sandbox] = []
 
     def start(*, time_scale: TimeScale = DEFAULT_TIME_SCALE, **parameters: str) -> Sandbox:
-        sandbox = Sandbox(parameters=parameters, time_scale=time_scale).start()
+        sandbox = pipeline_sandbox(parameters=parameters, time_scale=time_scale).start()
         started.append(sandbox)
         _wiring.reset()
         return sandbox

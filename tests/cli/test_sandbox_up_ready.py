@@ -132,7 +132,7 @@ def test_a_client_polling_during_the_start_up_is_held_until_the_sandbox_delivers
     from moto.core.base_backend import BackendDict
 
     from pipeline.handlers import _wiring
-    from sandbox.sandbox import Sandbox
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.serving import ReadinessGate
 
     owner, attribute = pause_point(pause_at)
@@ -152,7 +152,7 @@ def test_a_client_polling_during_the_start_up_is_held_until_the_sandbox_delivers
 
     monkeypatch.setattr(owner, attribute, pausing_step)
     monkeypatch.setattr(ReadinessGate, "wait", noticing_wait)
-    sandbox = Sandbox(serve=True)
+    sandbox = pipeline_sandbox(serve=True)  # as `pipeops sandbox up` composes it
     failed: list[BaseException] = []
 
     def start() -> None:
