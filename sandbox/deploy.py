@@ -866,16 +866,6 @@ def _camel(key: str) -> str:
 
 
 COMPOSITE_ALARM_TYPE = "AWS::CloudWatch::CompositeAlarm"
-_SKIPPED_TYPES_CREATED = frozenset(
-    {
-        "AWS::SQS::QueuePolicy",
-        "AWS::CloudWatch::Alarm",
-        COMPOSITE_ALARM_TYPE,
-        "AWS::SNS::Subscription",
-        "AWS::Logs::MetricFilter",
-        "AWS::Lambda::EventInvokeConfig",
-    }
-)
 _SKIPPED_TYPES_LEFT_OUT = {
     # moto evaluates a bucket policy on object requests, and a statement whose Condition does not
     # hold answers DENIED whatever its Effect: the template's "Deny unless aws:SecureTransport"
@@ -941,7 +931,6 @@ def _creation_order(stack: _Stack) -> list[str]:
 
 
 def _create_skipped_resources(stack: _Stack) -> None:
-    aws = stack.aws
     for logical in _creation_order(stack):
         if logical in stack.physical or not stack.exists(logical):
             continue
@@ -949,82 +938,107 @@ def _create_skipped_resources(stack: _Stack) -> None:
         if resource_type in _SKIPPED_TYPES_LEFT_OUT:
             stack.skipped[logical] = _SKIPPED_TYPES_LEFT_OUT[resource_type]
             continue
-        if resource_type not in _SKIPPED_TYPES_CREATED:
+        create = _SKIPPED_TYPE_CREATORS.get(resource_type)
+        if create is None:
             stack.skipped[logical] = f"moto's CloudFormation does not create {resource_type}"
             continue
-        props = stack.properties(logical)
-        if resource_type == "AWS::SQS::QueuePolicy":
-            for queue_url in props["Queues"]:
-                aws.client("sqs").set_queue_attributes(
-                    QueueUrl=queue_url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
-                )
-            physical = _generated_name(stack, logical)
-        elif resource_type == "AWS::CloudWatch::Alarm":
-            props.setdefault("AlarmName", _generated_name(stack, logical))
-            # CloudFormation converts strings (e.g. a Ref to a Number parameter) by the schema.
-            for key, kind in _ALARM_TYPES.items():
-                if isinstance(props.get(key), str):
-                    props[key] = props[key].lower() == "true" if kind is bool else kind(props[key])
-            aws.client("cloudwatch").put_metric_alarm(**props)
-            physical = props["AlarmName"]
-        elif resource_type == COMPOSITE_ALARM_TYPE:
-            # moto has no PutCompositeAlarm; the seam routes it to its alarm store, where the
-            # sandbox's alarm engine (sandbox.alarm_engine) evaluates the rule like any alarm.
-            from sandbox.alarm_engine import install_composite_alarm_api
-
-            install_composite_alarm_api()
-            props.setdefault("AlarmName", _generated_name(stack, logical))
-            if isinstance(props.get("ActionsEnabled"), str):
-                props["ActionsEnabled"] = props["ActionsEnabled"].lower() == "true"
-            for key in _COMPOSITE_NOT_MODELLED:
-                if props.pop(key, None) is not None:
-                    stack.skipped[f"{logical}.{key}"] = "not modelled by the sandbox's alarm engine"
-            aws.client("cloudwatch").put_composite_alarm(**props)
-            physical = props["AlarmName"]
-        elif resource_type == "AWS::SNS::Subscription":
-            attributes = {
-                key: _parameter_string(props[key]) for key in _SUBSCRIPTION_ATTRIBUTES if key in props
-            }
-            for key in _SUBSCRIPTION_JSON_ATTRIBUTES:
-                if key in props:
-                    value = props[key]
-                    attributes[key] = value if isinstance(value, str) else json.dumps(value)
-            for key in sorted(set(props) - {"TopicArn", "Protocol", "Endpoint", *attributes}):
-                stack.skipped[f"{logical}.{key}"] = "not applied by the sandbox"
-            physical = aws.client("sns").subscribe(
-                TopicArn=props["TopicArn"],
-                Protocol=props["Protocol"],
-                Endpoint=props["Endpoint"],
-                Attributes=attributes,
-                ReturnSubscriptionArn=True,
-            )["SubscriptionArn"]
-        elif resource_type == "AWS::Lambda::EventInvokeConfig":
-            # Without it an async invocation's failure (a tracker or ingest error) never reaches
-            # its OnFailure destination: the sandbox's event bus reads it from the function.
-            config: dict[str, Any] = {"FunctionName": props["FunctionName"]}
-            for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
-                if key in props:
-                    config[key] = int(props[key])
-            if props.get("DestinationConfig"):
-                config["DestinationConfig"] = props["DestinationConfig"]
-            aws.client("lambda").put_function_event_invoke_config(**config)
-            physical = _generated_name(stack, logical)
-        else:  # AWS::Logs::MetricFilter
-            physical = props.get("FilterName") or _generated_name(stack, logical)
-            transformations = []
-            for item in props["MetricTransformations"]:
-                converted = {_camel(k): v for k, v in item.items() if k != "Dimensions"}
-                if item.get("Dimensions"):
-                    converted["dimensions"] = {d["Key"]: d["Value"] for d in item["Dimensions"]}
-                transformations.append(converted)
-            aws.client("logs").put_metric_filter(
-                logGroupName=props["LogGroupName"],
-                filterName=physical,
-                filterPattern=props.get("FilterPattern", ""),
-                metricTransformations=transformations,
-            )
-        stack.physical[logical] = physical
+        stack.physical[logical] = create(stack, logical, stack.properties(logical))
         stack.corrections.append(f"{logical}: created {resource_type} (moto skips it)")
+
+
+def _create_queue_policy(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    for queue_url in props["Queues"]:
+        stack.aws.client("sqs").set_queue_attributes(
+            QueueUrl=queue_url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
+        )
+    return _generated_name(stack, logical)
+
+
+def _create_alarm(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    props.setdefault("AlarmName", _generated_name(stack, logical))
+    # CloudFormation converts strings (e.g. a Ref to a Number parameter) by the schema.
+    for key, kind in _ALARM_TYPES.items():
+        if isinstance(props.get(key), str):
+            props[key] = props[key].lower() == "true" if kind is bool else kind(props[key])
+    stack.aws.client("cloudwatch").put_metric_alarm(**props)
+    return str(props["AlarmName"])
+
+
+def _create_composite_alarm(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    # moto has no PutCompositeAlarm; the seam routes it to its alarm store, where the
+    # sandbox's alarm engine (sandbox.alarm_engine) evaluates the rule like any alarm.
+    from sandbox.alarm_engine import install_composite_alarm_api
+
+    install_composite_alarm_api()
+    props.setdefault("AlarmName", _generated_name(stack, logical))
+    if isinstance(props.get("ActionsEnabled"), str):
+        props["ActionsEnabled"] = props["ActionsEnabled"].lower() == "true"
+    for key in _COMPOSITE_NOT_MODELLED:
+        if props.pop(key, None) is not None:
+            stack.skipped[f"{logical}.{key}"] = "not modelled by the sandbox's alarm engine"
+    stack.aws.client("cloudwatch").put_composite_alarm(**props)
+    return str(props["AlarmName"])
+
+
+def _create_subscription(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    attributes = {key: _parameter_string(props[key]) for key in _SUBSCRIPTION_ATTRIBUTES if key in props}
+    for key in _SUBSCRIPTION_JSON_ATTRIBUTES:
+        if key in props:
+            value = props[key]
+            attributes[key] = value if isinstance(value, str) else json.dumps(value)
+    for key in sorted(set(props) - {"TopicArn", "Protocol", "Endpoint", *attributes}):
+        stack.skipped[f"{logical}.{key}"] = "not applied by the sandbox"
+    return str(
+        stack.aws.client("sns").subscribe(
+            TopicArn=props["TopicArn"],
+            Protocol=props["Protocol"],
+            Endpoint=props["Endpoint"],
+            Attributes=attributes,
+            ReturnSubscriptionArn=True,
+        )["SubscriptionArn"]
+    )
+
+
+def _create_event_invoke_config(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    # Without it an async invocation's failure (a tracker or ingest error) never reaches
+    # its OnFailure destination: the sandbox's event bus reads it from the function.
+    config: dict[str, Any] = {"FunctionName": props["FunctionName"]}
+    for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
+        if key in props:
+            config[key] = int(props[key])
+    if props.get("DestinationConfig"):
+        config["DestinationConfig"] = props["DestinationConfig"]
+    stack.aws.client("lambda").put_function_event_invoke_config(**config)
+    return _generated_name(stack, logical)
+
+
+def _create_metric_filter(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    physical = str(props.get("FilterName") or _generated_name(stack, logical))
+    transformations = []
+    for item in props["MetricTransformations"]:
+        converted = {_camel(k): v for k, v in item.items() if k != "Dimensions"}
+        if item.get("Dimensions"):
+            converted["dimensions"] = {d["Key"]: d["Value"] for d in item["Dimensions"]}
+        transformations.append(converted)
+    stack.aws.client("logs").put_metric_filter(
+        logGroupName=props["LogGroupName"],
+        filterName=physical,
+        filterPattern=props.get("FilterPattern", ""),
+        metricTransformations=transformations,
+    )
+    return physical
+
+
+# The types moto's CloudFormation skips that the sandbox creates itself: how, by type. Each creator
+# returns the physical id and may note in `stack.skipped` the properties it does not apply.
+_SKIPPED_TYPE_CREATORS: dict[str, Callable[[_Stack, str, dict[str, Any]], str]] = {
+    "AWS::SQS::QueuePolicy": _create_queue_policy,
+    "AWS::CloudWatch::Alarm": _create_alarm,
+    COMPOSITE_ALARM_TYPE: _create_composite_alarm,
+    "AWS::SNS::Subscription": _create_subscription,
+    "AWS::Lambda::EventInvokeConfig": _create_event_invoke_config,
+    "AWS::Logs::MetricFilter": _create_metric_filter,
+}
 
 
 def _check_dashboards(stack: _Stack) -> None:
