@@ -2,7 +2,7 @@
 
 The same four operations as the table in the shared notes (notes/MOTO.md), plus the cost of building a
 boto3 client (moto's ASL interpreter builds one per Task state; the sandbox now reuses them,
-sandbox.moto_seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
+sandbox.seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
 reports operations (or messages) per second.
 
 These are isolated operations, in units of their own: no ratio to the sandbox can be read from

@@ -92,6 +92,7 @@ from alarms.evaluate import (
 )
 from alarms.live import shorten
 from sandbox.clock import TimeScale
+from sandbox.seams import composite_alarms
 
 LOG = logging.getLogger("sandbox.alarm_engine")
 
@@ -114,7 +115,6 @@ __all__ = [
     "Transition",
     "datum_samples",
     "evaluate_alarm_rule",
-    "install_composite_alarm_api",
     "parse_alarm_rule",
     "rule_alarm_names",
     "to_real",
@@ -482,31 +482,6 @@ def alarm_description(alarm: Any) -> dict[str, Any]:
     return {key: value for key, value in view.items() if value is not None}
 
 
-# --------------------------------------------------------------------------- moto seam
-
-
-def install_composite_alarm_api() -> bool:
-    """Give moto's CloudWatch the PutCompositeAlarm action it lacks (idempotent; returns True).
-
-    moto 5.2 already models composite alarms -- its PutMetricAlarm handler reads `AlarmRule`,
-    stores it on the alarm, and DescribeAlarms lists such alarms under CompositeAlarms; only the
-    action is missing (NotImplementedError). Routing PutCompositeAlarm to that handler makes the
-    API work in-process and served. A moto that implements it itself is left untouched.
-    """
-    from moto.cloudwatch.responses import CloudWatchResponse
-
-    existing = getattr(CloudWatchResponse, "put_composite_alarm", None)
-    if existing is not None:
-        return True
-
-    def put_composite_alarm(self: Any) -> Any:
-        return CloudWatchResponse.put_metric_alarm(self)
-
-    put_composite_alarm.__pipeops_seam__ = True  # type: ignore[attr-defined]
-    CloudWatchResponse.put_composite_alarm = put_composite_alarm  # type: ignore[attr-defined]
-    return True
-
-
 # --------------------------------------------------------------------------- notifications
 
 
@@ -603,7 +578,7 @@ class AlarmEngine:
     ) -> None:
         from moto.core import DEFAULT_ACCOUNT_ID
 
-        install_composite_alarm_api()  # the engine evaluates composites: let them be created
+        composite_alarms.install()  # the engine evaluates composites: let them be created
         self.region = region
         self.account_id = account_id or DEFAULT_ACCOUNT_ID
         self.time_scale = time_scale or TimeScale(1.0)

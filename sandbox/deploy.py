@@ -967,9 +967,9 @@ def _create_alarm(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
 def _create_composite_alarm(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
     # moto has no PutCompositeAlarm; the seam routes it to its alarm store, where the
     # sandbox's alarm engine (sandbox.alarm_engine) evaluates the rule like any alarm.
-    from sandbox.alarm_engine import install_composite_alarm_api
+    from sandbox.seams import composite_alarms
 
-    install_composite_alarm_api()
+    composite_alarms.install()
     props.setdefault("AlarmName", _generated_name(stack, logical))
     if isinstance(props.get("ActionsEnabled"), str):
         props["ActionsEnabled"] = props["ActionsEnabled"].lower() == "true"

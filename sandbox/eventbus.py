@@ -15,7 +15,7 @@ What moto 5.2.5 does (pinned by tests/sandbox/test_eventbus.py):
   Lambda target) is swallowed, silently skipping the remaining rules.
 - No "Step Functions Execution Status Change" events, no schedules.
 
-The two seams, patched in `_install` and nowhere else (restored by `stop()`):
+The two seams (`sandbox.seams.eventbridge_routes`, attached by `start()`, detached by `stop()`):
 1. `Rule.send_to_targets` -> `EventBus._route`: skips DISABLED rules and schedule-only rules
    (AWS behaviour), matches with moto's own `EventPattern`, hands Lambda targets to the delivery
    workers, and passes every other target to moto's original method, one at a time, on a copy of
@@ -84,6 +84,7 @@ from sandbox import schedules, status_events
 from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
 from sandbox.runtime import InvokeResult, LambdaRuntime
+from sandbox.seams import eventbridge_routes
 
 LOG = logging.getLogger("sandbox.eventbus")
 
@@ -114,9 +115,6 @@ STAT_KEYS = (
     "dropped",  # given up with nowhere to send, or the dead-letter send failed
 )
 
-_ORIGINALS: dict[str, Any] = {}
-_INSTALL_LOCK = threading.Lock()
-_ACTIVE: EventBus | None = None
 _STOP = object()
 _ENABLED_STATES = ("ENABLED", "ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS")
 
@@ -373,7 +371,7 @@ class EventBus:
         self._stopping.clear()
         self._started = True
         try:
-            _install(self)
+            eventbridge_routes.SEAM.attach(self)
         except BaseException:
             self._started = False
             raise
@@ -421,7 +419,7 @@ class EventBus:
             self._pending = 0
             self._held.clear()
             self._idle_cond.notify_all()
-        _uninstall(self)
+        eventbridge_routes.SEAM.detach(self)
         self._started = False
 
     def __enter__(self) -> EventBus:
@@ -490,10 +488,23 @@ class EventBus:
             except Exception:
                 LOG.warning("routing event %s to rule %s failed", event["id"], rule.name, exc_info=True)
 
+    def route_moto_rule(self, rule: Any, event: Any, transform_input: bool) -> None:
+        """moto's `Rule.send_to_targets`, as AWS delivers (`sandbox.seams.eventbridge_routes`)."""
+        self._route(rule, event, transform_input=transform_input)
+
+    def s3_notification(self, account_id: str, bucket: Any, event_name: Any, key: Any) -> None:
+        """S3's EventBridge notification, as the AWS event (`sandbox.seams.eventbridge_routes`)."""
+        try:
+            event = s3_event(account_id, bucket, event_name, key)
+            if event is not None:
+                self.emit(event)
+        except Exception:  # S3 notifications are asynchronous in AWS: never fail the S3 call
+            LOG.warning("S3 EventBridge notification failed", exc_info=True)
+
     def _route(
         self, rule: Any, event: dict[str, Any], *, transform_input: bool = True, scheduled: bool = False
     ) -> None:
-        """The replacement for `Rule.send_to_targets` (and the schedule firing path)."""
+        """A rule's delivery of an event (moto's routes and the schedule firing path)."""
         aws_event = _aws_event(event)
         if not scheduled:
             if rule.state not in _ENABLED_STATES:
@@ -513,9 +524,7 @@ class EventBus:
             clone.targets = [target]
             transform = transform_input and bool(target.get("InputTransformer"))
             try:
-                _ORIGINALS["Rule.send_to_targets"](
-                    clone, _moto_event(aws_event, ingestion=transform), transform
-                )
+                eventbridge_routes.moto_send_to_targets(clone, _moto_event(aws_event, ingestion=transform), transform)
             except NotImplementedError:
                 kind = target.get("Arn", "").split(":")[2:3]
                 self._warn_once(
@@ -997,58 +1006,6 @@ class EventBus:
             LOG.warning(message, *args)
 
 
-# --------------------------------------------------------------------------- the moto seams
-
-
-def _install(bus: EventBus) -> None:
-    global _ACTIVE
-    from moto.events.models import Rule
-    from moto.s3 import notifications as s3_notifications
-
-    with _INSTALL_LOCK:
-        if _ACTIVE is not None:
-            raise RuntimeError("another EventBus is already started in this process")
-        _ORIGINALS["Rule.send_to_targets"] = Rule.__dict__["send_to_targets"]
-        _ORIGINALS["s3._send_event_bridge_message"] = s3_notifications._send_event_bridge_message
-        _ACTIVE = bus  # active before patched, unpatched before inactive
-        Rule.send_to_targets = _patched_send_to_targets  # type: ignore[method-assign]
-        s3_notifications._send_event_bridge_message = _patched_s3_event_bridge
-
-
-def _uninstall(bus: EventBus) -> None:
-    global _ACTIVE
-    from moto.events.models import Rule
-    from moto.s3 import notifications as s3_notifications
-
-    with _INSTALL_LOCK:
-        if _ACTIVE is not bus:
-            return
-        Rule.send_to_targets = _ORIGINALS["Rule.send_to_targets"]  # type: ignore[method-assign]
-        s3_notifications._send_event_bridge_message = _ORIGINALS["s3._send_event_bridge_message"]
-        _ACTIVE = None
-
-
-def _patched_send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
-    bus = _ACTIVE
-    if bus is None:
-        return _ORIGINALS["Rule.send_to_targets"](rule, original_event, transform_input)
-    bus._route(rule, original_event, transform_input=transform_input)
-    return None
-
-
-def _patched_s3_event_bridge(account_id: str, bucket: Any, event_name: Any, key: Any) -> None:
-    bus = _ACTIVE
-    if bus is None:
-        return _ORIGINALS["s3._send_event_bridge_message"](account_id, bucket, event_name, key)
-    try:
-        event = s3_event(account_id, bucket, event_name, key)
-        if event is not None:
-            bus.emit(event)
-    except Exception:  # S3 notifications are asynchronous in AWS: never fail the S3 call
-        LOG.warning("S3 EventBridge notification failed", exc_info=True)
-    return None
-
-
 def active_bus() -> EventBus | None:
     """The event bus started in this process, if any."""
-    return _ACTIVE
+    return eventbridge_routes.SEAM.current()  # type: ignore[return-value]

@@ -3,14 +3,9 @@
 Without Docker, moto cannot run handler code. Every route into a function -- the Invoke API
 (including the calls Step Functions' ASL interpreter makes for Lambda tasks), async invokes, S3 /
 SNS / DynamoDB / Kinesis / Logs deliveries and moto's own SQS event source mapping -- ends in
-`moto.awslambda.models.LambdaFunction.invoke`, which calls `LambdaFunction._invoke_lambda(event)`
-and expects `(payload: str, errored: bool, logs: str)`. That method is the seam: `LambdaRuntime`
-replaces it with a runner that imports the function's `Handler` and runs it. With
-`mock_aws(config={"lambda": {"use_docker": False}})` moto routes the API through
-`LambdaSimpleBackend.invoke` instead, which echoes the payload without touching the function; the
-runtime points that back at `LambdaBackend.invoke` so the same seam is reached. It also turns the
-`X-Amz-Function-Error` moto reports ("Handled") into "Unhandled", which is what the Python runtime
-reports for an exception escaping the handler or a timeout.
+`moto.awslambda.models.LambdaFunction.invoke`, which calls `LambdaFunction._invoke_lambda(event)`:
+the seam (`sandbox.seams.lambda_invoke`) hands that call to the installed `LambdaRuntime`, which
+imports the function's `Handler` and runs it.
 
 One invocation:
 1. Resolve the handler (`pkg.module.func`) -- imported once, under a global lock, with the
@@ -79,6 +74,7 @@ from typing import Any, Protocol
 from sandbox import emf, lambda_logging, otlp_receiver
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
 from sandbox.clock import TimeScale
+from sandbox.seams import lambda_invoke
 
 LOG = logging.getLogger("sandbox.runtime")
 
@@ -91,8 +87,6 @@ LOG_TAIL_BYTES = 4096  # the Invoke API's LogResult carries the last 4 KB, as in
 # module may itself invoke another function synchronously while it is being imported).
 _ENV_LOCK = threading.RLock()
 _INSTALL_LOCK = threading.Lock()
-_ACTIVE: LambdaRuntime | None = None
-_ORIGINALS: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------- public value types
@@ -364,14 +358,10 @@ class LambdaRuntime:
     # ---------------------------------------------------------------- install / uninstall
 
     def install(self) -> LambdaRuntime:
-        global _ACTIVE
-        from moto.awslambda.models import LambdaBackend, LambdaFunction
-        from moto.awslambda_simple.models import LambdaSimpleBackend
-
         with _INSTALL_LOCK:
             if self._installed:
                 return self
-            if _ACTIVE is not None:
+            if lambda_invoke.SEAM.attached():
                 raise RuntimeError("another LambdaRuntime is already installed in this process")
             # The routing proxy must be in place before any handler module is imported.
             self._stdio.install()
@@ -380,30 +370,15 @@ class LambdaRuntime:
                     sys.path.insert(0, path)
                     self._inserted_paths.append(path)
             importlib.invalidate_caches()
-            _ORIGINALS["LambdaFunction._invoke_lambda"] = LambdaFunction.__dict__["_invoke_lambda"]
-            _ORIGINALS["LambdaFunction.invoke"] = LambdaFunction.__dict__["invoke"]
-            _ORIGINALS["LambdaSimpleBackend.invoke"] = LambdaSimpleBackend.__dict__.get("invoke")
-            # Active before patched, unpatched before inactive: a patched hook always finds a runtime.
-            _ACTIVE = self
-            LambdaFunction._invoke_lambda = _patched_invoke_lambda  # type: ignore[method-assign]
-            LambdaFunction.invoke = _patched_function_invoke  # type: ignore[method-assign]
-            LambdaSimpleBackend.invoke = LambdaBackend.invoke  # type: ignore[method-assign]
+            lambda_invoke.SEAM.attach(self)
             self._installed = True
         return self
 
     def uninstall(self) -> None:
-        global _ACTIVE
-        from moto.awslambda.models import LambdaFunction
-        from moto.awslambda_simple.models import LambdaSimpleBackend
-
         with _INSTALL_LOCK:
             if not self._installed:
                 return
-            LambdaFunction._invoke_lambda = _ORIGINALS.pop("LambdaFunction._invoke_lambda")  # type: ignore[method-assign]
-            LambdaFunction.invoke = _ORIGINALS.pop("LambdaFunction.invoke")  # type: ignore[method-assign]
-            simple = _ORIGINALS.pop("LambdaSimpleBackend.invoke")
-            if simple is not None:
-                LambdaSimpleBackend.invoke = simple  # type: ignore[method-assign]
+            lambda_invoke.SEAM.detach(self)
             for path in self._inserted_paths:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(path)
@@ -411,7 +386,6 @@ class LambdaRuntime:
             self._stdio.remove()
             with _ENV_LOCK:
                 self._env.restore()
-            _ACTIVE = None
             self._installed = False
 
     def __enter__(self) -> LambdaRuntime:
@@ -870,35 +844,6 @@ def _max_memory_mb(limit: int) -> int:
     return int(min(limit, max(1, used)))
 
 
-def _patched_invoke_lambda(fn: Any, event: Any = None) -> tuple[str, bool, str]:
-    runtime = _ACTIVE
-    if runtime is None:  # uninstalled while a caller was on its way in: behave like moto
-        from moto.awslambda.models import LambdaFunction
-
-        original = LambdaFunction.__dict__["_invoke_lambda"]
-        if original is _patched_invoke_lambda:
-            raise RuntimeError("sandbox Lambda hook called with no runtime installed")
-        return original(fn, event)
-    return runtime.run_moto_function(fn, event)
-
-
-def _original_function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
-    from moto.awslambda.models import LambdaFunction
-
-    original = _ORIGINALS.get("LambdaFunction.invoke") or LambdaFunction.__dict__["invoke"]
-    if original is _patched_function_invoke:
-        raise RuntimeError("sandbox Lambda hook called with no runtime installed")
-    return original(fn, body, request_headers, response_headers)
-
-
-def _patched_function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
-    result = _original_function_invoke(fn, body, request_headers, response_headers)
-    if response_headers.get("x-amz-function-error") == "Handled":
-        # The Python runtime reports an exception escaping the handler (and a timeout) as Unhandled.
-        response_headers["x-amz-function-error"] = "Unhandled"
-    return result
-
-
 def active_runtime() -> LambdaRuntime | None:
     """The runtime installed in this process, if any."""
-    return _ACTIVE
+    return lambda_invoke.SEAM.current()  # type: ignore[return-value]

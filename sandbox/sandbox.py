@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alarms.live import CLOCK_PATH
-from sandbox import iam_enforcement, limits, moto_seams
+from sandbox import seams
 from sandbox.alarm_engine import AlarmEngine
 from sandbox.aws_metrics import AwsMetricsPublisher
 from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
@@ -43,6 +43,7 @@ from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
 from sandbox.eventbus import EventBus
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
+from sandbox.seams import iam_calls, limits
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
@@ -132,13 +133,13 @@ class Sandbox:
             if self.serve or not os.environ.get(name):
                 self._set_env({name: value})
         try:
-            moto_seams.install()
+            seams.install()
             limits.install()  # AWS's 256 KB state and input, 400 KB item: a test of size means something
             self._seams_installed = True
             self._start_aws()
             if self.enforce_iam:
                 self.iam = IamEnforcement(self.region, self.endpoint_url)
-                iam_enforcement.install(self.iam)
+                iam_calls.SEAM.attach(self.iam)
                 self._iam_installed = True
             self.runtime = LambdaRuntime(
                 region=self.region,
@@ -234,14 +235,14 @@ class Sandbox:
             self.runtime.uninstall()
         # Before moto goes: an abandoned handler thread's late call then passes unchecked.
         if self._iam_installed and self.iam is not None:
-            iam_enforcement.uninstall(self.iam)
+            iam_calls.SEAM.detach(self.iam)
             self._iam_installed = False
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
         if self._seams_installed:
             limits.uninstall()
-            moto_seams.uninstall()
+            seams.uninstall()
             self._seams_installed = False
         if self._server is not None:
             self._server.stop()

@@ -6,16 +6,9 @@ any failure, never retrying in the background. The sandbox keeps the mapping reg
 (`list_event_source_mappings` shows it, `update_event_source_mapping` changes it) and delivers with
 its own poller instead.
 
-**The seam neutralised (moto 5.2.5).** moto's native delivery lives in exactly one place:
-`moto.sqs.models.Queue.add_message`, which -- after appending the message -- loops over
-`self.lambda_event_source_mappings` (filled by `LambdaBackend.create_event_source_mapping`) and,
-for each enabled mapping, receives, calls `LambdaBackend.send_sqs_batch` and deletes or re-queues.
-Every producer goes through `add_message`: `send_message`, `send_message_batch`, SNS/S3/EventBridge
-deliveries, and the DLQ redrive inside `receive_message`. `native_sqs_event_sources_disabled()`
-replaces `Queue.add_message` with a wrapper that runs moto's own method on a thin view of the queue
-whose `lambda_event_source_mappings` is empty, so moto's dedup/append/notify logic is untouched and
-only the invocation loop is skipped. It is reference-counted and restores the original on exit.
-(The queue's real dict is left alone: the mapping stays registered.)
+**The seam neutralised (moto 5.2.5).** moto's native delivery lives in exactly one place,
+`Queue.add_message`; `sandbox.seams.sqs_native_mappings` makes it skip the invocation loop while a
+poller runs (the mapping stays registered) and tells this module of every message added.
 
 **The poller.** `SqsEventSourcePoller` discovers the SQS mappings (`list_event_source_mappings`,
 paginated; a mapping polls only while its `State` is Enabled/Enabling/Updating) and runs, per
@@ -81,18 +74,18 @@ payload limit is not enforced.
 from __future__ import annotations
 
 import base64
-import contextlib
 import heapq
 import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
+from sandbox.seams import sqs_native_mappings
 
 if TYPE_CHECKING:
     from sandbox.runtime import LambdaRuntime
@@ -130,47 +123,6 @@ def moto_queue(queue_arn: str) -> Any:
         return models.sqs_backends[parts[4]][parts[3]].queues.get(parts[5])
     except Exception:  # an account or region moto does not know
         return None
-
-
-# --------------------------------------------------------------------------- moto's native path
-
-
-class _QueueWithoutEventSourceMappings:
-    """A view of a moto Queue whose `lambda_event_source_mappings` is empty; all else is the queue."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self, queue: Any) -> None:
-        object.__setattr__(self, "_queue", queue)
-
-    @property
-    def lambda_event_source_mappings(self) -> dict[str, Any]:
-        return {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._queue, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._queue, name, value)
-
-
-_NATIVE_LOCK = threading.Lock()
-_NATIVE_DEPTH = 0
-_NATIVE_ORIGINAL: Any = None
-
-
-def _add_message_without_lambda(queue: Any, message: Any) -> None:
-    original = _NATIVE_ORIGINAL
-    if original is None:  # uninstalled while a caller was on its way in
-        from moto.sqs.models import Queue
-
-        original = Queue.__dict__["add_message"]
-        if original is _add_message_without_lambda:
-            raise RuntimeError("sandbox SQS hook called with no original add_message")
-        original(queue, message)
-        return
-    original(_QueueWithoutEventSourceMappings(queue), message)
-    _announce(queue, message)
 
 
 # --------------------------------------------------------------------------- wake-on-send
@@ -232,47 +184,6 @@ class _Wake:
                 if end <= now:
                     return
                 self._cond.wait(end - now)
-
-
-def disable_native_sqs_event_sources() -> None:
-    """Stop moto from invoking Lambda inside `Queue.add_message` (reference-counted)."""
-    global _NATIVE_DEPTH, _NATIVE_ORIGINAL
-    from moto.sqs.models import Queue
-
-    with _NATIVE_LOCK:
-        if _NATIVE_DEPTH == 0:
-            _NATIVE_ORIGINAL = Queue.__dict__["add_message"]
-            Queue.add_message = _add_message_without_lambda  # type: ignore[method-assign]
-        _NATIVE_DEPTH += 1
-
-
-def restore_native_sqs_event_sources() -> None:
-    """Undo one `disable_native_sqs_event_sources()`; the last one puts moto's method back."""
-    global _NATIVE_DEPTH, _NATIVE_ORIGINAL
-    from moto.sqs.models import Queue
-
-    with _NATIVE_LOCK:
-        if _NATIVE_DEPTH == 0:
-            return
-        _NATIVE_DEPTH -= 1
-        if _NATIVE_DEPTH == 0:
-            Queue.add_message = _NATIVE_ORIGINAL  # type: ignore[method-assign]
-            _NATIVE_ORIGINAL = None
-
-
-def native_sqs_event_sources_disabled_now() -> bool:
-    with _NATIVE_LOCK:
-        return _NATIVE_DEPTH > 0
-
-
-@contextlib.contextmanager
-def native_sqs_event_sources_disabled() -> Iterator[None]:
-    """While active, only the sandbox's poller delivers SQS messages to Lambda functions."""
-    disable_native_sqs_event_sources()
-    try:
-        yield
-    finally:
-        restore_native_sqs_event_sources()
 
 
 # --------------------------------------------------------------------------- mappings and stats
@@ -812,7 +723,7 @@ class SqsEventSourcePoller:
             if self._running:
                 return self
             if self.disable_native and not self._native_disabled:
-                disable_native_sqs_event_sources()
+                sqs_native_mappings.install(_announce)
                 self._native_disabled = True
             try:
                 self._running = True
@@ -859,7 +770,7 @@ class SqsEventSourcePoller:
 
     def _restore_native(self) -> None:
         if self._native_disabled:
-            restore_native_sqs_event_sources()
+            sqs_native_mappings.uninstall()
             self._native_disabled = False
 
     def __enter__(self) -> SqsEventSourcePoller:

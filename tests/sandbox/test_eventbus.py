@@ -575,17 +575,17 @@ def test_an_event_arriving_the_instant_the_bus_installs_is_delivered(
 ) -> None:
     """S3 events may arrive on another thread as soon as the seams are in: they must be queued
     for the workers, not fail on an empty shard list (ZeroDivisionError) or be dropped."""
-    import sandbox.eventbus as eventbus
+    from sandbox.seams import eventbridge_routes
 
     target = make_function("sbx-evt-early")
     make_rule("early", [{"Id": "t", "Arn": target}], {"source": ["pipeops.test"]})
-    installed = eventbus._install
+    attach = eventbridge_routes.SEAM.attach
 
-    def install_then_emit(bus: EventBus) -> None:
-        installed(bus)
+    def attach_then_emit(bus: EventBus) -> None:
+        attach(bus)
         bus.emit({"source": "pipeops.test", "detail-type": "Early", "detail": {"n": 1}})
 
-    monkeypatch.setattr(eventbus, "_install", install_then_emit)
+    monkeypatch.setattr(eventbridge_routes.SEAM, "attach", attach_then_emit)
     bus = EventBus(runtime, region=REGION, poll_interval=0.05, time_scale=TimeScale(0.02)).start()
     try:
         assert bus.wait_until_idle(10)

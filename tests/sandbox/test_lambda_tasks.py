@@ -1,4 +1,4 @@
-"""A Lambda task's function is invoked in-process (sandbox.lambda_tasks), deciding what the client did.
+"""A Lambda task's function is invoked in-process (sandbox.seams.lambda_tasks), deciding what the client did.
 
 Each scenario runs twice in one moto, through the seam and through moto's own client round trip
 (the seam's `__wrapped__`), and both runs must end the same way: output, error and cause, and the
@@ -23,10 +23,11 @@ from botocore.client import BaseClient
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
-from sandbox import iam_enforcement, lambda_tasks, moto_seams
+from sandbox import seams
 from sandbox.clock import TimeScale
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
+from sandbox.seams import iam_calls, lambda_tasks
 
 TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
@@ -48,15 +49,15 @@ def enforced(aws_env: None) -> Iterator[IamEnforcement]:
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     imported_before = set(sys.modules)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        moto_seams.install()
+        seams.install()
         enforcement = IamEnforcement(REGION)
-        iam_enforcement.install(enforcement)
+        iam_calls.SEAM.attach(enforcement)
         try:
             with LambdaRuntime(region=REGION, time_scale=TimeScale(1.0), extra_sys_path=[TOY_HANDLERS]):
                 yield enforcement
         finally:
-            iam_enforcement.uninstall(enforcement)
-            moto_seams.uninstall()
+            iam_calls.SEAM.detach(enforcement)
+            seams.uninstall()
             for name in set(sys.modules) - imported_before:  # the toy handlers read env at import
                 if name.startswith("sbx_"):
                     del sys.modules[name]
