@@ -91,6 +91,7 @@ from alarms.evaluate import (
     watched_metric,
 )
 from alarms.live import shorten
+from sandbox.background import Periodic
 from sandbox.clock import TimeScale
 from sandbox.seams import composite_alarms
 
@@ -554,7 +555,7 @@ class _Child:
 # --------------------------------------------------------------------------- the engine
 
 
-class AlarmEngine:
+class AlarmEngine(Periodic):
     """Evaluates moto's alarms every `interval` real seconds (default: one virtual minute).
 
     `clock` returns the real now (tests inject one); `origin` is where virtual and real time
@@ -582,7 +583,12 @@ class AlarmEngine:
         self.region = region
         self.account_id = account_id or DEFAULT_ACCOUNT_ID
         self.time_scale = time_scale or TimeScale(1.0)
-        self.interval = self.time_scale.scale(VIRTUAL_MINUTE) if interval is None else float(interval)
+        super().__init__(
+            "sandbox-alarm-engine",
+            self.time_scale.scale(VIRTUAL_MINUTE) if interval is None else float(interval),
+            LOG,
+            "alarm evaluation pass failed",
+        )
         self.clock = clock or (lambda: datetime.now(UTC))
         self.origin = _utc(origin or self.clock())
         self.transitions: deque[Transition] = deque(maxlen=history)  # newest last
@@ -591,33 +597,11 @@ class AlarmEngine:
         self._indexes: dict[str, _MetricIndex] = {}  # account -> its datapoints by metric
         self._judged: dict[str, tuple[Any, ...]] = {}  # alarm -> what its last verdict depended on
         self._pass_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> AlarmEngine:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sandbox-alarm-engine", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.evaluate_now()
-            except Exception:  # never let the engine die, never raise out of the thread
-                LOG.warning("alarm evaluation pass failed", exc_info=True)
+    def tick(self) -> object:
+        return self.evaluate_now()
 
     # -- one pass -----------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sandbox import lambda_logging
-from sandbox.clients import sandbox_client
+from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
 from sandbox.template import TEMPLATE_PATH, load_template, transform
 
@@ -106,7 +106,7 @@ def deploy(
     source = load_template(template_path)
     _validate_parameters(source.get("Parameters", {}), overrides)
     template = transform(source, region, parameters=overrides, base_dir=Path(template_path).resolve().parent)
-    aws = _Aws(region, endpoint_url)
+    aws = ClientCache(region, endpoint_url)
     _ensure_code_artifacts(aws, template)
     stack = _create_stack(aws, stack_name, template, overrides)
     try:
@@ -117,7 +117,7 @@ def deploy(
 
 def stack_outputs(stack_name: str, *, region: str, endpoint_url: str | None = None) -> dict[str, str]:
     """A stack's Outputs, read exactly as from AWS (the CLI uses it against both)."""
-    stack = _describe_stack(_Aws(region, endpoint_url), stack_name)
+    stack = _describe_stack(ClientCache(region, endpoint_url), stack_name)
     return {output["OutputKey"]: output["OutputValue"] for output in stack.get("Outputs", [])}
 
 
@@ -202,21 +202,6 @@ def _machines(machine: dict[str, Any]) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------- boto3 plumbing
 
 
-class _Aws:
-    """boto3 clients for one region and endpoint, made once each."""
-
-    def __init__(self, region: str, endpoint_url: str | None) -> None:
-        self.region = region
-        self.endpoint_url = endpoint_url
-        self._clients: dict[str, Any] = {}
-
-    def client(self, service: str) -> Any:
-        client = self._clients.get(service)
-        if client is None:
-            client = self._clients[service] = sandbox_client(service, self.region, self.endpoint_url)
-        return client
-
-
 def _parameter_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -254,7 +239,7 @@ def _validate_parameters(declared: Mapping[str, Any], overrides: Mapping[str, st
             raise DeployError(f"Parameter {name}={value!r}: {spec.get('ConstraintDescription') or problem}")
 
 
-def _ensure_code_artifacts(aws: _Aws, template: Mapping[str, Any]) -> None:
+def _ensure_code_artifacts(aws: ClientCache, template: Mapping[str, Any]) -> None:
     """moto's CloudFormation fetches each function's `Code.S3Bucket/S3Key` and fails the stack when
     it is missing. The sandbox runtime imports handlers from the source tree, so a placeholder zip
     is all the packaged CodeUri needs (created once per moto, shared by stacks)."""
@@ -316,7 +301,7 @@ def _client_error(exc: ClientError | BotoCoreError) -> str:
 
 
 def _create_stack(
-    aws: _Aws, stack_name: str, template: Mapping[str, Any], overrides: Mapping[str, str]
+    aws: ClientCache, stack_name: str, template: Mapping[str, Any], overrides: Mapping[str, str]
 ) -> dict[str, Any]:
     body = json.dumps(template, separators=(",", ":"))
     with _quiet_moto():
@@ -337,7 +322,7 @@ def _create_stack(
     return stack
 
 
-def _describe_stack(aws: _Aws, stack_name: str) -> dict[str, Any]:
+def _describe_stack(aws: ClientCache, stack_name: str) -> dict[str, Any]:
     try:
         return aws.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
     except ClientError as exc:
@@ -449,7 +434,7 @@ class _Resolver:
 class _Stack:
     """The created stack: its resources, their attributes (read from moto, cached), a resolver."""
 
-    def __init__(self, aws: _Aws, stack: Mapping[str, Any], template: Mapping[str, Any]) -> None:
+    def __init__(self, aws: ClientCache, stack: Mapping[str, Any], template: Mapping[str, Any]) -> None:
         self.aws = aws
         self.name: str = stack["StackName"]
         self.template = template
@@ -557,7 +542,7 @@ class _Stack:
 
 
 def _correct_moto(
-    aws: _Aws, created: Mapping[str, Any], template: Mapping[str, Any], time_scale: TimeScale, min_timeout_seconds: float = 0
+    aws: ClientCache, created: Mapping[str, Any], template: Mapping[str, Any], time_scale: TimeScale, min_timeout_seconds: float = 0
 ) -> Deployment:
     """THE one place where the sandbox corrects what moto's CloudFormation creates wrong or skips.
 
@@ -1055,7 +1040,7 @@ def _check_dashboards(stack: _Stack) -> None:
 
 # Kinds whose physical names CloudFormation generates as <stack>-<logical id>-<suffix> (buckets in
 # lower case), and how to list what exists of each kind in moto.
-_NAMED_KINDS: dict[str, Callable[[_Aws], list[str]]] = {
+_NAMED_KINDS: dict[str, Callable[[ClientCache], list[str]]] = {
     "AWS::S3::Bucket": lambda aws: [b["Name"] for b in aws.client("s3").list_buckets()["Buckets"]],
     "AWS::DynamoDB::Table": lambda aws: [
         name

@@ -81,7 +81,7 @@ from typing import Any, Literal
 from urllib.parse import quote_plus
 
 from sandbox import schedules, status_events
-from sandbox.clients import sandbox_client
+from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
 from sandbox.runtime import InvokeResult, LambdaRuntime
 from sandbox.seams import eventbridge_routes
@@ -344,8 +344,7 @@ class EventBus:
         self._schedules = schedules.ScheduleTable(self.time_scale)
         self._stopping = threading.Event()
         self._started = False
-        self._clients: dict[str, Any] = {}
-        self._clients_lock = threading.Lock()
+        self._clients = ClientCache(region, endpoint_url)
         self._queue_urls: dict[str, str] = {}
         self._warned: set[str] = set()
         self._watcher = (
@@ -980,12 +979,7 @@ class EventBus:
     # ---------------------------------------------------------------- AWS clients
 
     def _client(self, service: str) -> Any:
-        with self._clients_lock:
-            client = self._clients.get(service)
-            if client is None:
-                client = sandbox_client(service, self.region, self.endpoint_url)
-                self._clients[service] = client
-            return client
+        return self._clients.client(service)
 
     def _send_sqs(self, queue_arn: str, body: str, attributes: dict[str, str]) -> None:
         sqs = self._client("sqs")

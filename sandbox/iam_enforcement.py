@@ -66,7 +66,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from sandbox import iam
-from sandbox.clients import sandbox_client
+from sandbox.clients import ClientCache
 from sandbox.runtime import running_function
 
 LOG = logging.getLogger("sandbox.iam")
@@ -288,17 +288,13 @@ class _SandboxFacts:
     def __init__(self, region: str, endpoint_url: str | None) -> None:
         self.region = region
         self.endpoint_url = endpoint_url
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients = ClientCache(region, endpoint_url)
         self._keys: dict[tuple[str, str | None], str] = {}
         self._bucket_keys: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def _client(self, service: str, region: str) -> Any:
-        with self._lock:
-            client = self._clients.get((service, region))
-            if client is None:
-                client = self._clients[(service, region)] = sandbox_client(service, region, self.endpoint_url)
-            return client
+        return self._clients.client(service, region)
 
     def partition_key(self, table_arn: str, index_name: str | None) -> str:
         cached = self._keys.get((table_arn, index_name))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,7 @@ from alarms.live import CLOCK_PATH
 from sandbox import seams
 from sandbox.alarm_engine import AlarmEngine
 from sandbox.aws_metrics import AwsMetricsPublisher
-from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
+from sandbox.clients import INTERNAL_USER_AGENT, ClientCache
 from sandbox.clock import TimeScale
 from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
 from sandbox.eventbus import EventBus
@@ -116,8 +115,7 @@ class Sandbox:
     _mock: Any = field(default=None, init=False, repr=False)
     _server: Any = field(default=None, init=False, repr=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
-    _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-    _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _clients: ClientCache | None = field(default=None, init=False, repr=False)
     _gate: ReadinessGate = field(default_factory=ReadinessGate, init=False, repr=False)
     _seams_installed: bool = field(default=False, init=False, repr=False)
     _iam_installed: bool = field(default=False, init=False, repr=False)
@@ -294,10 +292,11 @@ class Sandbox:
         return self.deployment.outputs
 
     def client(self, service: str) -> Any:
-        with self._clients_lock:
-            if service not in self._clients:
-                self._clients[service] = sandbox_client(service, self.region, self.endpoint_url)
-            return self._clients[service]
+        """The sandbox's own client of `service` (never checked by IAM), made once."""
+        clients = self._clients
+        if clients is None or clients.endpoint_url != self.endpoint_url:
+            clients = self._clients = ClientCache(self.region, self.endpoint_url)
+        return clients.client(service)
 
     def wait_until_idle(self, timeout: float = 120.0) -> bool:
         """True once nothing is queued, delivered, retried or running anywhere in the sandbox."""

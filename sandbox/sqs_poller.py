@@ -83,7 +83,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from sandbox.clients import sandbox_client
+from sandbox.background import Periodic
+from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
 from sandbox.seams import sqs_native_mappings
 
@@ -706,10 +707,18 @@ class SqsEventSourcePoller:
         self._retired: list[_MappingWorker] = []
         self._running = False
         self._native_disabled = False
-        self._discovery_stop = threading.Event()
-        self._discovery_thread: threading.Thread | None = None
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
+        self._discovery = (
+            Periodic(
+                "sqs-poller:discovery",
+                self.discovery_interval,
+                LOG,
+                "SQS poller: refreshing the event source mappings failed",
+                tick=self.refresh,
+            )
+            if self.discovery_interval
+            else None
+        )
+        self._clients = ClientCache(region, endpoint_url, read_timeout=max(60, self.poll_wait_seconds + 30))
         self._urls: dict[str, str] = {}
         # quiescence bookkeeping (see idle())
         self._state = threading.Condition()
@@ -732,12 +741,8 @@ class SqsEventSourcePoller:
                 self._running = False
                 self._restore_native()
                 raise
-            if self.discovery_interval:
-                self._discovery_stop.clear()
-                self._discovery_thread = threading.Thread(
-                    target=self._discover_loop, name="sqs-poller:discovery", daemon=True
-                )
-                self._discovery_thread.start()
+            if self._discovery is not None:
+                self._discovery.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> bool:
@@ -750,18 +755,17 @@ class SqsEventSourcePoller:
         deadline = time.monotonic() + max(0.0, timeout)
         with self._lock:
             self._running = False
-            self._discovery_stop.set()
             workers = list(self._workers.values()) + self._retired
             self._workers.clear()
             self._retired = []
-            discovery, self._discovery_thread = self._discovery_thread, None
             for worker in workers:
                 worker.signal_stop()
-        threads = [t for w in workers for t in w.threads] + ([discovery] if discovery is not None else [])
+        ended = self._discovery is None or self._discovery.stop(max(0.0, deadline - time.monotonic()))
+        threads = [t for w in workers for t in w.threads]
         for thread in threads:
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
+        alive = [t.name for t in threads if t.is_alive()] + ([] if ended else ["sqs-poller:discovery"])
         if alive:
             LOG.warning("SQS poller threads still running after stop(): %s", alive)
         with self._lock:
@@ -842,14 +846,6 @@ class SqsEventSourcePoller:
             return None
         value = found.get("ReservedConcurrentExecutions")
         return None if value is None else int(value)
-
-    def _discover_loop(self) -> None:
-        assert self.discovery_interval
-        while not self._discovery_stop.wait(self.discovery_interval):
-            try:
-                self.refresh()
-            except Exception:
-                LOG.warning("SQS poller: refreshing the event source mappings failed", exc_info=True)
 
     # ---------------------------------------------------------------- quiescence
 
@@ -943,15 +939,7 @@ class SqsEventSourcePoller:
     # ---------------------------------------------------------------- clients
 
     def _client(self, service: str, region: str) -> Any:
-        key = (service, region)
-        with self._clients_lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = sandbox_client(
-                    service, region, self.endpoint_url, read_timeout=max(60, self.poll_wait_seconds + 30)
-                )
-                self._clients[key] = client
-            return client
+        return self._clients.client(service, region)
 
     def _queue_url(self, mapping: SqsMapping) -> str:
         url = self._urls.get(mapping.queue_arn)

@@ -64,8 +64,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
+from sandbox.background import BackgroundThread
 from sandbox.schedules import iso_time
 from sandbox.seams import execution_events
 
@@ -219,7 +220,7 @@ def status_change_event(
     }
 
 
-class ExecutionStatusWatcher:
+class ExecutionStatusWatcher(BackgroundThread):
     """Emits status-change events as moto's hooks report them. Start/stop from one owner thread.
 
     `client_factory()` returns a boto3 "stepfunctions" client (honouring the sandbox endpoint);
@@ -236,10 +237,10 @@ class ExecutionStatusWatcher:
         name: str = "sandbox-sfn-status",
         hooks: bool = True,
     ) -> None:
+        super().__init__(name)
         self._client_factory = client_factory
         self._emit = emit
         self.interval = interval
-        self._name = name
         self._known: dict[str, str] = {}  # execution ARN -> last status seen
         self._machine: dict[str, str] = {}  # execution ARN -> state machine ARN
         self._emitted: dict[str, set[str]] = {}  # the seen-set: statuses emitted per execution
@@ -256,37 +257,29 @@ class ExecutionStatusWatcher:
         self._rounds_completed = 0
         self._events_emitted = 0
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_error_logged = 0.0
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self) -> None:
+    def start(self) -> Self:
         if self._thread is not None:
-            return
-        self._stop.clear()
+            return self
         if self._hooks:
             execution_events.SEAM.attach(self)
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+        return super().start()
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def stop(self, timeout: float = 2.0) -> bool:
         if self._hooks:
             execution_events.SEAM.detach(self)
         with self._dirty_lock:
             self._objects.clear()
-        self._stop.set()
-        self._wake.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
+        ended = super().stop(timeout)
         with self._round_cond:
             self._round_cond.notify_all()
+        return ended
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+    def _interrupt(self) -> None:
+        self._wake.set()
 
     @property
     def events_emitted(self) -> int:
