@@ -61,11 +61,7 @@ class FakeClock:
 
 
 @pytest.fixture
-def moto_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def moto_env(aws_env: None) -> Iterator[None]:
     composite_alarms.install()
     with mock_aws():
         yield

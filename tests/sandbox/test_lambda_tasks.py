@@ -7,14 +7,11 @@ history's event types. IAM decides both.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import sys
 import time
-import zipfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -28,20 +25,10 @@ from sandbox.clock import TimeScale
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
 from sandbox.seams import iam_calls, lambda_tasks
+from tests.conftest import LAMBDA_TRUST, TOY_HANDLERS, placeholder_zip
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
-TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-            "Action": "sts:AssumeRole",
-        }
-    ],
-}
 
 
 @pytest.fixture
@@ -63,16 +50,9 @@ def enforced(aws_env: None) -> Iterator[IamEnforcement]:
                     del sys.modules[name]
 
 
-def _zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("placeholder.py", "# the sandbox imports the handler from sys.path\n")
-    return buf.getvalue()
-
-
 def _role(name: str, invokable: list[str]) -> str:
     iam = boto3.client("iam", region_name=REGION)
-    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]["Arn"]
+    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(LAMBDA_TRUST))["Role"]["Arn"]
     if invokable:
         policy = {"Version": "2012-10-17",
                   "Statement": [{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": invokable}]}
@@ -83,7 +63,7 @@ def _role(name: str, invokable: list[str]) -> str:
 def _function(name: str, handler: str) -> str:
     role = _role(f"{name}-role", [])
     return boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name, Runtime="python3.11", Role=role, Handler=handler, Code={"ZipFile": _zip()}, Timeout=30,
+        FunctionName=name, Runtime="python3.11", Role=role, Handler=handler, Code={"ZipFile": placeholder_zip()}, Timeout=30,
     )["FunctionArn"]
 
 

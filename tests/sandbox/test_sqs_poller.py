@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import io
 import json
 import threading
 import time
-import zipfile
-from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from sandbox.clock import TimeScale
 from sandbox.runtime import LambdaRuntime
@@ -30,29 +26,10 @@ from sandbox.sqs_poller import (
     pollers_for,
     receivable_in,
 )
+from tests.conftest import TOY_HANDLERS, toy_function
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 SCALE = TimeScale(0.25)  # batching window 4 s -> 1 s; visibility 2 s -> 0 s on failure
-
-
-def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch):
-    _fake_credentials(monkeypatch)
-    with mock_aws():
-        yield
 
 
 @pytest.fixture
@@ -87,42 +64,8 @@ def pollers():
 # --------------------------------------------------------------------------- helpers
 
 
-def _dummy_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("placeholder.py", "# the sandbox imports the handler from sys.path\n")
-    return buf.getvalue()
-
-
-def _role_arn() -> str:
-    iam = boto3.client("iam", region_name=REGION)
-    try:
-        return iam.get_role(RoleName="sbx-sqs-role")["Role"]["Arn"]
-    except iam.exceptions.NoSuchEntityException:
-        doc = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "lambda.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        return iam.create_role(RoleName="sbx-sqs-role", AssumeRolePolicyDocument=json.dumps(doc))["Role"][
-            "Arn"
-        ]
-
-
 def make_function(name: str, handler: str, timeout: int = 3) -> str:
-    return boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name,
-        Runtime="python3.11",
-        Role=_role_arn(),
-        Handler=handler,
-        Code={"ZipFile": _dummy_zip()},
-        Timeout=timeout,
-    )["FunctionArn"]
+    return toy_function(name, handler, role="sbx-sqs-role", timeout=timeout)
 
 
 def make_queue(name: str, visibility: int = 2, max_receive: int = 2) -> tuple[str, str, str]:
