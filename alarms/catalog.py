@@ -5,7 +5,7 @@ of cdk-monitoring-constructs: each takes a resource's logical id and gives its a
 metric they watch named through `pipeline.telemetry.catalog` only. So an alarm can never watch a
 metric that no code emits (a test checks each alarm's metric against the catalog's emitters).
 
-Every alarm watches one metric (DESIGN.md §2). A condition that combines signals (the stall
+Every alarm watches one metric (docs/ARCHITECTURE.md#alarms). A condition that combines signals (the stall
 signature, a stalled backlog) is a metric the reconciler computes. Who is notified of what is
 decided in `alarms.cloudformation` (one page per incident). Its description names its runbook
 and the first thing to do. Its TreatMissingData is chosen on purpose: an idle DLQ, or a function
@@ -32,19 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from alarms.evaluate import AlarmRule, Comparison, TreatMissingData
-from pipeline.telemetry.catalog import (
-    CATALOG,
-    NAMESPACE,
-    AwsMetricSpec,
-    Function,
-    Metric,
-    ResourceKind,
-    aws_metric,
-)
+from pipeline.stack import SERVICE_NAME, Function
+from pipeline.telemetry.aws_catalog import AwsMetricSpec, ResourceKind, aws_metric
+from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
 from runbooks.catalog import Runbook
 
 # The function dimension carries the deployed name; service and stage come from the template.
-SERVICE_NAME = "pipeops-pipeline"  # template Globals: POWERTOOLS_SERVICE_NAME (a test checks)
 TOPIC = "AlarmTopic"
 Series = tuple[float | None, ...]  # one value per period, oldest first; None: no datapoint
 

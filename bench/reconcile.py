@@ -50,8 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from monitors.reconcile.loop import Reconciler, reconcile
-from monitors.reconcile.model import ReconcileSettings
-from pipeline.config import SEMAPHORE_KEY
+from pipeline.config import SEMAPHORE_KEY, ReconcileSettings
 from pipeline.jobs import RunRef, execution_arn, execution_name, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
 from pipeline.stores.executions import ExecutionsStore
@@ -528,7 +527,7 @@ class ScanningTrackingStore(TrackingStore):
 
 def _table_definitions() -> dict[str, dict[str, Any]]:
     """Table schemas as template.yaml declares them (as tests/conftest.py builds them)."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     wanted = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "BillingMode")

@@ -2,7 +2,7 @@
 
 Three callers give a slot back or mark a run from what happened to its execution: the tracker on
 a status event, the batch trigger on a run silent past the stale window, the reconciler on drift
-it observed (DESIGN.md §3). Each repair here is one rule, so the three cannot drift apart:
+it observed (docs/ARCHITECTURE.md#who-may-give-a-slot-back). Each repair here is one rule, so the three cannot drift apart:
 
 - `release_holder`: give a slot back by holder, so a repeated release releases nothing; with the
   observed acquire time, only the very slot that was observed (a re-stamped or re-taken holder
@@ -40,7 +40,7 @@ STALE_ERROR = "StaleJobReclaimed"
 def release_holder(semaphore: Semaphore, name: str, *, acquired_at: str | None = None) -> ReleaseResult:
     """Give back the slot held for execution `name`; NOT_HELD when there is none to give back.
 
-    Call it only where no execution of that name runs or can still start (DESIGN.md §3): the
+    Call it only where no execution of that name runs or can still start (docs/ARCHITECTURE.md#who-may-give-a-slot-back): the
     tracker on a terminal event, the stale repair once the execution is stopped or ended, the
     reconciler from an observed terminal execution. By holder, so a duplicate event or a second
     repair releases nothing. With `acquired_at` (what the reconciler observed), only that very

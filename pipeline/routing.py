@@ -22,7 +22,7 @@ delay: each file refuses the admission conditional on the files read) is not a f
 after a few looks its message is re-sent with the capacity wait's short delay and the original
 deleted, never left to come back after the queue's visibility timeout.
 
-Who may give a slot back (DESIGN.md §3): only this invocation, only for a slot it took itself
+Who may give a slot back (docs/ARCHITECTURE.md#who-may-give-a-slot-back): only this invocation, only for a slot it took itself
 (never one it found held), and only where no execution of that name runs or can still start —
 its own StartExecution was refused (or its answer was lost and DescribeExecution finds none) and
 no other router has carried on under the slot since (the release is fenced on the run's

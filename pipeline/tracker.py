@@ -4,7 +4,7 @@ A terminal status releases the execution's slot (by holder, so a duplicate event
 nothing) and, for FAILED / TIMED_OUT / ABORTED, marks the run FAILED with the error and cause:
 both are the shared repairs of `pipeline.repairs`, which the batch reclaim and the reconciler use.
 Every failure to do that work raises, so EventBridge retries the event and, in the end, parks it
-in the rule's DLQ: nothing is swallowed (DESIGN.md failure mode 1).
+in the rule's DLQ: nothing is swallowed (docs/ARCHITECTURE.md#swallowed-tracker-errors).
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from pipeline.stack import DEFAULT_STACK_NAME
 from pipeops import render
 from pipeops.dashboard_cli import dashboard_app
 from pipeops.entry import PipeopsTyper, installed_version
 from pipeops.render import ErrorCode
-from pipeops.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
 from pipeops.runbook_cli import runbook_app
+from stack.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
 
 # The option parser's UsageError (typer vendors click, and exports only this subclass of it).
 _USAGE_ERROR = typer.BadParameter.__mro__[1]
@@ -153,7 +154,7 @@ def demo(
 @sandbox_app.command("up")
 def sandbox_up(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 0,
-    stack_name: Annotated[str, typer.Option("--stack-name", help="Name of the deployed stack.")] = "pipeops",
+    stack_name: Annotated[str, typer.Option("--stack-name", help="Name of the deployed stack.")] = DEFAULT_STACK_NAME,
     time_scale: Annotated[float, typer.Option(help="Factor in (0, 1] that shortens every wait.")] = 0.05,
     parameter: Annotated[list[str] | None, typer.Option(help="Stack parameter KEY=VALUE (repeatable).")] = None,
     as_json: JsonOption = False,

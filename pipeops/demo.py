@@ -1,7 +1,7 @@
 """`pipeops demo`: the reference pipeline end to end on an in-process sandbox, then an incident.
 
 Act 1 uploads the sample dataset once per redaction mode, follows every file until its run is
-terminal, then checks the invariants of DESIGN.md §5: no file lost, the semaphore back to zero
+terminal, then checks the invariants of docs/ARCHITECTURE.md#how-it-is-checked: no file lost, the semaphore back to zero
 with no holder, running executions never above the max, nothing in the DLQ.
 
 Act 2 breaks the last sandbox by hand, as production breaks: a slot leaked by a router that died
@@ -32,8 +32,8 @@ from pipeline.jobs import job_id_for_key
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
-from pipeops.resources import StackResources
 from pipeops.views import file_outcomes, run_summary
+from stack.resources import StackResources
 
 if TYPE_CHECKING:
     from sandbox.sandbox import Sandbox
@@ -108,7 +108,7 @@ def accounted(keys: list[str], runs_by_job: dict[str, list[RunRecord]], depth: i
 
 
 def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
-    """The DESIGN.md §5 invariants, as readable violations (empty when all hold)."""
+    """The invariants (docs/ARCHITECTURE.md#how-it-is-checked), as readable violations (empty when all hold)."""
     violations = [f"file never reached a terminal outcome: {key}" for key, o in result.outcomes.items() if not o]
     violations += [
         f"file reported redacted but no output copy exists: {key}"

@@ -16,8 +16,9 @@ from typing import Any
 
 from monitors.health import Finding, HealthSnapshot, assess, observe
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import STATUS_INDEX, RunRecord, TrackingStore
-from pipeops.resources import StackResources
+from pipeline.stores.run_index import RunIndex
+from pipeline.stores.tracking import RunRecord, TrackingStore
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 
@@ -125,31 +126,6 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def newest_with_status(dynamodb: Any, table: str, status: JobStatus, limit: int) -> list[RunRecord]:
-    """The `limit` most recently updated runs in `status`: the `by-status` index newest first,
-    asking for no more than are still missing, so about `limit` items are read."""
-    records: list[RunRecord] = []
-    start: dict[str, Any] | None = None
-    while len(records) < limit:
-        request: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#status = :s",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {":s": {"S": status.value}},
-            "ScanIndexForward": False,
-            "Limit": limit - len(records),
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = dynamodb.query(**request)
-        records += [RunRecord.from_item(item) for item in response.get("Items", [])]
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            break
-    return records
-
-
 def merge_newest(per_status: Iterable[Sequence[RunRecord]], limit: int) -> list[RunRecord]:
     """The `limit` most recently updated runs of several newest-first lists (ties: listed order)."""
     merged = [record for records in per_status for record in records]
@@ -160,9 +136,9 @@ def jobs(resources: StackResources, client: Client, status_filter: JobStatus | N
     """The newest `limit` runs (of one status, or of all: each status asked for `limit`, merged)."""
     if limit <= 0:
         return []
-    dynamodb = client("dynamodb")
+    runs = RunIndex(resources.TrackingTableName, client("dynamodb"))
     statuses = [status_filter] if status_filter else list(JobStatus)
-    per_status = [newest_with_status(dynamodb, resources.TrackingTableName, s, limit) for s in statuses]
+    per_status = [runs.newest(s, limit) for s in statuses]
     return [run_summary(r) for r in merge_newest(per_status, limit)]
 
 

@@ -1,4 +1,4 @@
-"""Deploy the very same `template.yaml` into moto (DESIGN.md §4).
+"""Deploy the very same `template.yaml` into moto (docs/ARCHITECTURE.md#sandbox).
 
     template.yaml --(sandbox.template.transform: sam package + SAM transform, offline)--> JSON
         --(CloudFormation create_stack, parameters passed through)--> moto creates what it can
@@ -36,6 +36,7 @@ import logging
 import math
 import re
 import threading
+import tomllib
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,11 +50,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sandbox import lambda_logging
 from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
-from sandbox.template import TEMPLATE_PATH, load_template, transform
+from sandbox.template import transform
+from stack.template import PROJECT_ROOT, TEMPLATE_PATH, load_template
 
 LOG = logging.getLogger("sandbox.deploy")
 
-DEFAULT_STACK_NAME = "pipeops"
 CAPABILITIES = ("CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND")
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
 # At or below this time-scale factor, Retry backoff is flattened (see scale_definition).
@@ -85,8 +86,15 @@ class Deployment:
     corrections: tuple[str, ...] = ()
 
 
+def samconfig_stack_name() -> str:
+    """The stack name `sam deploy` uses for this project (samconfig.toml, beside the template):
+    the sandbox's default, so local and deployed resources carry the same names."""
+    config = tomllib.loads((PROJECT_ROOT / "samconfig.toml").read_text(encoding="utf-8"))
+    return str(config["default"]["global"]["parameters"]["stack_name"])
+
+
 def deploy(
-    stack_name: str = DEFAULT_STACK_NAME,
+    stack_name: str | None = None,
     *,
     parameters: Mapping[str, str] | None = None,
     region: str = "us-east-1",
@@ -97,9 +105,11 @@ def deploy(
 ) -> Deployment:
     """Create stack `stack_name` from `template_path` in moto and correct what moto gets wrong.
 
-    `parameters` override template defaults. `time_scale` shortens the waits written in the state
-    machine definition (see `scale_definition`). Raises DeployError.
+    `stack_name` defaults to the one `sam deploy` uses. `parameters` override template defaults.
+    `time_scale` shortens the waits written in the state machine definition (see
+    `scale_definition`). Raises DeployError.
     """
+    stack_name = stack_name or samconfig_stack_name()
     # The SAM translator warns about "unpublished metrics" it never needs to publish here.
     logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
     overrides = {key: _parameter_string(value) for key, value in (parameters or {}).items()}

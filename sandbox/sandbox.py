@@ -1,6 +1,6 @@
 """The embedded sandbox: moto as the AWS, template.yaml deployed into it, the real handlers running.
 
-One object wires the parts that each add one missing behaviour of AWS (DESIGN.md §4):
+One object wires the parts that each add one missing behaviour of AWS (docs/ARCHITECTURE.md#what-the-sandbox-adds-to-moto):
 
     moto (in-process `mock_aws`, or a `ThreadedMotoServer` on loopback)
       + sandbox.deploy   template.yaml → SAM transform → moto CloudFormation, corrected in one place
@@ -38,7 +38,7 @@ from sandbox.alarm_engine import AlarmEngine
 from sandbox.aws_metrics import AwsMetricsPublisher
 from sandbox.clients import INTERNAL_USER_AGENT, ClientCache
 from sandbox.clock import TimeScale
-from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
+from sandbox.deploy import Deployment, deploy, samconfig_stack_name
 from sandbox.eventbus import EventBus
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
@@ -46,7 +46,7 @@ from sandbox.seams import iam_calls, limits
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
-from sandbox.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, load_template
 
 LOG = logging.getLogger("sandbox")
 REGION = "us-east-1"
@@ -82,7 +82,7 @@ def scaled_parameters(parameters: Mapping[str, str], time_scale: TimeScale) -> d
 class Sandbox:
     """The whole embedded AWS. Use as a context manager; `serve=True` serves it on loopback."""
 
-    stack_name: str = DEFAULT_STACK_NAME
+    stack_name: str = field(default_factory=samconfig_stack_name)  # the name `sam deploy` gives it
     parameters: Mapping[str, str] = field(default_factory=dict)
     region: str = REGION
     time_scale: TimeScale = DEFAULT_TIME_SCALE

@@ -26,9 +26,9 @@ from monitors.reconcile.model import (
     Holder,
     Observation,
     Plan,
-    ReconcileSettings,
 )
 from monitors.reconcile.plan import overdue, override_plan, plan
+from pipeline.config import ReconcileSettings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp, parse_timestamp
 from pipeline.repairs import mark_failed, release_holder
 from pipeline.status import JobStatus

@@ -28,7 +28,7 @@ findings, CheckDetectTolerance records the detection account, GenerateSynthetic 
 mapping, RedactPII writes the copies, PrepareComplete ends the run as above. A happy blackout
 file costs its task two calls (read the source, write the copy), the run one more (the verdict).
 
-Size (AWS: 256 KiB per state, input and output; notes/MOTO.md). The state carries the run's file
+Size (AWS: 256 KiB per state, input and output; docs/ARCHITECTURE.md#size-limits). The state carries the run's file
 keys (at most `MaxFilesPerRun`), counts and pointers, and one summary per file and Map of at most
 `pipeline.tasks.SUMMARY_MAX_BYTES` (`{"outcome", "entities"}`, in file order at `$.detections` and
 `$.redactions`): a failed file's error and cause, or a larger summary, is stored in S3 and its

@@ -1,4 +1,4 @@
-"""End-to-end: the reference pipeline running in the embedded sandbox (DESIGN.md §1, §3, §5).
+"""End-to-end: the reference pipeline running in the embedded sandbox (docs/ARCHITECTURE.md#how-it-is-checked).
 
 template.yaml deployed on moto, the real handlers invoked by the sandbox's Lambda runtime, SQS
 event sources, EventBridge (S3 events, execution status changes, schedules). Each test drives the

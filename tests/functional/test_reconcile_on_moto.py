@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from monitors.reconcile.loop import AUDIT_PREFIX, ActionResult, Reconciler, reconcile
-from monitors.reconcile.model import ReconcileSettings
+from pipeline.config import ReconcileSettings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.executions import ExecutionsStore

@@ -1,4 +1,4 @@
-"""Two router invocations on one run, interleaved step by step on moto (DESIGN.md §3).
+"""Two router invocations on one run, interleaved step by step on moto (docs/ARCHITECTURE.md#router).
 
 SQS delivers at least once, ingest re-announces a run and a DLQ redrive gives a message a new id,
 so two invocations routing one run at once is normal. Each test forces one interleaving

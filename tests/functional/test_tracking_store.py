@@ -10,12 +10,13 @@ import pytest
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
+from pipeline.stores._dynamodb import TransactionCancelledError
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import (
     ClaimWrite,
     IngestView,
     ObjectClaim,
     TrackingStore,
-    TransactionCancelledError,
     cancellation_outcome,
 )
 
@@ -166,10 +167,15 @@ def test_runs_of_a_job_are_listed_newest_first_without_the_head(store: TrackingS
     assert [r.run for r in store.runs_of("claims/")] == [second, first]
 
 
-def test_runs_are_listed_and_counted_by_status_without_a_scan(store: TrackingStore) -> None:
-    done = new_run(store, "done/")
+def test_runs_are_listed_by_status_and_active_runs_counted_on_the_indexes(resources, store: TrackingStore) -> None:
+    runs = RunIndex(resources.tracking_table, resources.client("dynamodb"))
+    done, later = new_run(store, "done/"), new_run(store, "later/")
     new_run(store, "waiting/")
     store.transition(done, JobStatus.COMPLETE, NOW)
-    assert [r.run for r in store.runs_with_status(JobStatus.COMPLETE)] == [done]
-    counts = store.count_by_status()
-    assert counts[JobStatus.COMPLETE] == 1 and counts[JobStatus.QUEUED] == 1 and counts[JobStatus.FAILED] == 0
+    store.transition(later, JobStatus.COMPLETE, NOW + timedelta(minutes=1))
+    assert [r.run for r in runs.newest(JobStatus.COMPLETE, 5)] == [later, done]
+    assert [r.run for r in runs.newest(JobStatus.COMPLETE, 1)] == [later]
+    counts = runs.count_active()
+    assert counts[JobStatus.QUEUED] == 1 and sum(counts.values()) == 1
+    assert runs.ended_since(JobStatus.COMPLETE, format_timestamp(NOW), cap=1) == ([format_timestamp(NOW + timedelta(minutes=1))], True)
+    assert runs.ended_since(JobStatus.FAILED, format_timestamp(NOW), cap=1) == ([], False)

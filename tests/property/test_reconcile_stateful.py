@@ -1,4 +1,4 @@
-"""The semaphore, the router, the tracker and the reconciler, raced against each other (DESIGN.md §3).
+"""The semaphore, the router, the tracker and the reconciler, raced against each other (docs/ARCHITECTURE.md#who-may-give-a-slot-back).
 
 A hypothesis state machine over in-memory backends (tests/property/memory.py). The router, the
 tracker and the reconciler are the real code (`Router.route`, `track`, `reconcile` / `Reconciler`),
@@ -57,9 +57,9 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
-from monitors.reconcile.model import ActionKind, FindingKind, Plan, ReconcileSettings
+from monitors.reconcile.model import ActionKind, FindingKind, Plan
 from monitors.reconcile.plan import plan
-from pipeline.config import Settings
+from pipeline.config import ReconcileSettings, Settings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.routing import Router, StartExecutionError
 from pipeline.status import ExecutionStatus, JobStatus

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from alarms.catalog import SERVICE_NAME, AlarmSpec, Series, build_catalog, critical
+from alarms.catalog import AlarmSpec, Series, build_catalog, critical
 from alarms.cloudformation import COMPOSITE, resources
 from alarms.evaluate import AlarmState, TreatMissingData, evaluate
-from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG
+from pipeline.stack import SERVICE_NAME
+from pipeline.telemetry.aws_catalog import AWS_CATALOG
+from pipeline.telemetry.catalog import CATALOG
 from pipeops.cli import app
 from pipeops.template_build import build_text, is_current
-from sandbox.template import load_template
+from stack.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template()
