@@ -21,7 +21,7 @@ from pipeline.config import (
     minimum_of,
 )
 from pipeline.stack import DEFAULT_STACK_NAME, SERVICE_NAME, SERVICE_NAME_ENV, Function
-from sandbox.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, load_template
 
 SETTINGS_CLASSES = (Settings, ReconcileSettings)
 
