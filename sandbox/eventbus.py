@@ -81,6 +81,7 @@ from typing import Any, Literal
 from urllib.parse import quote_plus
 
 from sandbox import schedules, status_events
+from sandbox.background import BackgroundThread
 from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
 from sandbox.runtime import InvokeResult, LambdaRuntime
@@ -283,7 +284,7 @@ def _error_message(result: InvokeResult) -> str:
     return str(result.raw)[:2000]
 
 
-class EventBus:
+class EventBus(BackgroundThread):
     """EventBridge for the sandbox. Use as a context manager, or `start()` / `stop()`.
 
     `runtime`: the installed `LambdaRuntime` that runs Lambda targets. `region`, `endpoint_url`
@@ -325,6 +326,7 @@ class EventBus:
         self.handler_errors: HandlerErrors = handler_errors
         self._n_workers = max(1, workers)
 
+        super().__init__("sandbox-eventbus-timer")  # the thread of retries and schedules
         self._lock = threading.RLock()
         self._idle_cond = threading.Condition(self._lock)
         self._pending = 0
@@ -337,12 +339,10 @@ class EventBus:
         self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_SIZE)
 
         self._lanes: dict[tuple[str, str, str], _Lane] = {}
-        self._threads: list[threading.Thread] = []
         self._timer_cond = threading.Condition()
         self._retry_heap: list[tuple[float, int, _Delivery]] = []
         self._seq = itertools.count()
         self._schedules = schedules.ScheduleTable(self.time_scale)
-        self._stopping = threading.Event()
         self._started = False
         self._clients = ClientCache(region, endpoint_url)
         self._queue_urls: dict[str, str] = {}
@@ -367,7 +367,7 @@ class EventBus:
         # The started flag first: once the seams are installed, an S3 event may arrive on another
         # thread at once, and it must find somewhere to go (its lane starts on demand).
         self._lanes = {}
-        self._stopping.clear()
+        self._stop.clear()
         self._started = True
         try:
             eventbridge_routes.SEAM.attach(self)
@@ -379,18 +379,18 @@ class EventBus:
                 self._watcher.baseline()
             except Exception:
                 LOG.warning("could not take the Step Functions baseline", exc_info=True)
-        self._threads = [threading.Thread(target=self._timer, name="sandbox-eventbus-timer", daemon=True)]
-        self._threads[0].start()
+        super().start()
         if self._watcher is not None:
             self._watcher.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the threads (queued deliveries are abandoned) and restore moto's methods."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the threads (queued deliveries are abandoned) and restore moto's methods; True
+        when every thread has ended."""
         if not self._started:
-            return
+            return True
         deadline = time.monotonic() + timeout
-        self._stopping.set()
+        self._stop.set()
         if self._watcher is not None:
             self._watcher.stop(max(0.0, deadline - time.monotonic()))
         with self._lock:
@@ -398,12 +398,11 @@ class EventBus:
         for lane in lanes:
             for q in lane.queues:
                 q.put(_STOP)
-        with self._timer_cond:
-            self._timer_cond.notify_all()
-        threads = [*self._threads, *(t for lane in lanes for t in lane.threads)]
+        ended = super().stop(max(0.0, deadline - time.monotonic()))
+        threads = [t for lane in lanes for t in lane.threads]
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
+        alive = [t.name for t in threads if t.is_alive()] + ([] if ended else [self._thread_name])
         if alive:
             LOG.warning("event bus threads still busy after stop (daemon, left behind): %s", alive)
         with self._timer_cond:
@@ -420,6 +419,7 @@ class EventBus:
             self._idle_cond.notify_all()
         eventbridge_routes.SEAM.detach(self)
         self._started = False
+        return not alive
 
     def __enter__(self) -> EventBus:
         return self.start()
@@ -571,7 +571,7 @@ class EventBus:
         """The delivery lane of one rule target, its workers started on first use."""
         with self._lock:
             lane = self._lanes.get(key)
-            if lane is not None or self._stopping.is_set():
+            if lane is not None or self._stop.is_set():
                 return lane
             label = "/".join(part for part in key if part and part != "default")
             queues: list[queue.Queue[Any]] = [queue.Queue() for _ in range(self._n_workers)]
@@ -591,7 +591,7 @@ class EventBus:
     def _work(self, q: queue.Queue[Any]) -> None:
         while True:
             item = q.get()
-            if item is _STOP or self._stopping.is_set():
+            if item is _STOP or self._stop.is_set():
                 return
             try:
                 self._process(item)
@@ -785,9 +785,14 @@ class EventBus:
 
     # ---------------------------------------------------------------- timer: retries and schedules
 
-    def _timer(self) -> None:
+    def _interrupt(self) -> None:
+        with self._timer_cond:
+            self._timer_cond.notify_all()
+
+    def _run(self) -> None:
+        """Retries and schedules, due on the timer thread."""
         next_sync = 0.0
-        while not self._stopping.is_set():
+        while not self._stop.is_set():
             now = time.monotonic()
             due: list[_Delivery] = []
             with self._timer_cond:
@@ -813,7 +818,7 @@ class EventBus:
             with self._timer_cond:
                 if self._retry_heap:
                     wake_at.append(self._retry_heap[0][0])
-                if self._stopping.is_set():
+                if self._stop.is_set():
                     return
                 self._timer_cond.wait(max(0.001, min(wake_at) - time.monotonic()))
 

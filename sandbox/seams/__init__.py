@@ -10,7 +10,7 @@ or does, what the seam adds, and its kind:
 - BEHAVIOUR: moto does not do what AWS does, and a test of the pipeline would pass in moto and fail
   on AWS (or the reverse) without the seam.
 - SPEED: moto does what AWS does, slowly; the seam changes nothing a caller can see. One is kept
-  only while the suite's or the demo's wall time needs it (docs/PERFORMANCE.md has the numbers).
+  only while the suite's or the demo's time needs it: its docstring says what it saves.
 
 Installed by every sandbox (`install()` below), in this order:
   template_json          SPEED      a JSON template body read as JSON, not by PyYAML
