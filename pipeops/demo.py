@@ -142,11 +142,11 @@ DEMO_PARAMETERS = {"FolderSettleSeconds": "2", "CapacityRetrySeconds": "2", "Rec
 
 @contextmanager
 def demo_sandbox(mode: str, max_concurrency: int = 3, time_scale: float = TIME_SCALE) -> Iterator[Sandbox]:
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.clock import TimeScale
-    from sandbox.sandbox import Sandbox
 
     parameters = {"RedactionMode": mode, "MaxConcurrentWorkflows": str(max_concurrency), **DEMO_PARAMETERS}
-    with Sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
+    with pipeline_sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
         yield sandbox
 
 
