@@ -1,7 +1,7 @@
 """The health snapshot: one look at queue, DLQs, semaphore, executions and jobs.
 
 `observe` does the I/O; `assess` is pure and names what an on-call engineer should look at
-(DESIGN.md §3: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
+(docs/ARCHITECTURE.md#status: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
 that is not empty).
 
 Jobs are read so that the cost follows the work in flight, never the table's size: active runs
@@ -17,10 +17,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pipeline.config import load_settings
 from pipeline.jobs import format_timestamp
-from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus, JobStatus
+from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import ACTIVE_INDEX, STATUS_INDEX
 
 # The windows ended runs are counted over, shortest first; the widest bounds the read.
 RECENT_WINDOWS: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(hours=24))
@@ -182,57 +184,9 @@ def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float
     return float(points[-1]["Maximum"]) if points else None
 
 
-def _running(sfn: Any, state_machine_arn: str) -> int:
-    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter=ExecutionStatus.RUNNING)
-    return sum(len(page["executions"]) for page in pages)
-
-
 def _max_concurrency(lambda_client: Any, router_function: str) -> int:
     env = lambda_client.get_function_configuration(FunctionName=router_function).get("Environment", {})
-    return int(env.get("Variables", {}).get("MAX_CONCURRENT_WORKFLOWS", 10))
-
-
-def count_active(dynamodb: Any, table: str) -> dict[JobStatus, int]:
-    """Runs in each active status, counted (Select=COUNT) on the sparse `active-jobs` index: the
-    index holds only active runs, so the read follows the work in flight, not the table's size."""
-    counts: dict[JobStatus, int] = {}
-    for status in ACTIVE_STATUSES:
-        pages = dynamodb.get_paginator("query").paginate(
-            TableName=table,
-            IndexName=ACTIVE_INDEX,
-            KeyConditionExpression="active_status = :s",
-            ExpressionAttributeValues={":s": {"S": status.value}},
-            Select="COUNT",
-        )
-        counts[status] = sum(page.get("Count", 0) for page in pages)
-    return counts
-
-
-def ended_since(dynamodb: Any, table: str, status: JobStatus, since: str, cap: int = RECENT_CAP) -> tuple[list[str], bool]:
-    """`updated_at` of the runs that reached `status` after `since`, newest first, at most `cap`
-    (the `by-status` index, one attribute projected); True when the read stopped at the cap."""
-    stamps: list[str] = []
-    start: dict[str, Any] | None = None
-    while True:
-        request: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#status = :s AND updated_at > :since",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {":s": {"S": status.value}, ":since": {"S": since}},
-            "ScanIndexForward": False,
-            "ProjectionExpression": "updated_at",
-            "Limit": cap - len(stamps),
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = dynamodb.query(**request)
-        stamps += [item["updated_at"]["S"] for item in response.get("Items", [])]
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            return stamps, False
-        if len(stamps) >= cap:
-            return stamps, True
+    return load_settings(env.get("Variables", {})).max_concurrent_workflows
 
 
 def observe(
@@ -253,9 +207,10 @@ def observe(
     sqs = client("sqs")
     dynamodb = client("dynamodb")
     semaphore = Semaphore(resources.CoordinationTableName, dynamodb).read()
-    active = count_active(dynamodb, resources.TrackingTableName) if active is None else active
+    runs = RunIndex(resources.TrackingTableName, dynamodb)
+    active = runs.count_active() if active is None else active
     widest = format_timestamp(now - max(windows))
-    ended = {status: ended_since(dynamodb, resources.TrackingTableName, status, widest, cap) for status in ENDED_STATUSES}
+    ended = {status: runs.ended_since(status, widest, cap) for status in ENDED_STATUSES}
     return HealthSnapshot(
         taken_at=format_timestamp(now),
         main_queue=_queue_depth(sqs, resources.MainQueueUrl),
@@ -266,7 +221,7 @@ def observe(
         active_count=semaphore.active_count,
         holders=dict(semaphore.holders),
         max_concurrency=_max_concurrency(client("lambda"), resources.RouterFunctionName),
-        running_executions=_running(client("stepfunctions"), resources.StateMachineArn),
+        running_executions=sum(1 for _ in ExecutionsStore(client("stepfunctions"), resources.StateMachineArn).running()),
         active_runs={status.value: active.get(status, 0) for status in ACTIVE_STATUSES if active.get(status, 0)},
         recent_outcomes=recent_outcomes(ended, now, sorted(windows)),
     )

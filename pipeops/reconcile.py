@@ -11,38 +11,39 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
-from monitors.reconcile.model import ReconcileSettings
+from pipeline.config import load_reconcile_settings
 from pipeline.queue import JobQueue
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
-from pipeops.resources import StackResources
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 # A slot younger than the router's timeout plus this may still be in a router's hands.
 GRACE_MARGIN_SECONDS = 60
 
 
-def build(
-    resources: StackResources, client: Client, *, grace_seconds: float | None = None, max_repairs: int = 25
-) -> Reconciler:
+def build(resources: StackResources, client: Client, *, grace_seconds: float | None = None) -> Reconciler:
     lambda_client = client("lambda")
     router = lambda_client.get_function_configuration(FunctionName=resources.RouterFunctionName)
     variables = (router.get("Environment") or {}).get("Variables", {})
     dynamodb = client("dynamodb")
-    settings = ReconcileSettings(
-        max_slots=int(variables.get("MAX_CONCURRENT_WORKFLOWS", 10)),
+    tracking = TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName)
+    # The router's variables give the stack's slots and mode; the reconciler's own keep their defaults.
+    settings = load_reconcile_settings(
+        variables,
         grace_seconds=float(grace_seconds if grace_seconds is not None else int(router.get("Timeout", 60)) + GRACE_MARGIN_SECONDS),
-        max_repairs=max_repairs,
-        processing_mode=variables.get("PROCESSING_MODE", "realtime"),
     )
     return Reconciler(
         semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), resources.StateMachineArn),
-        tracking=TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName),
+        tracking=tracking,
+        claims=tracking,
+        runs=RunIndex(resources.TrackingTableName, dynamodb),
         send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
-        dynamodb=dynamodb,
-        coordination_table=resources.CoordinationTableName,
+        audit=AuditStore(resources.CoordinationTableName, dynamodb),
         settings=settings,
         actor=_caller(client),
         clock=lambda: datetime.now(UTC),

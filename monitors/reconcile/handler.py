@@ -10,17 +10,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
-from monitors.reconcile.model import ActionKind, FindingKind, ReconcileSettings
+from monitors.reconcile.model import ActionKind, FindingKind
 from monitors.reconcile.signals import signals
 from pipeline.aws import client
-from pipeline.config import (
-    ENV_RECONCILE_APPLY,
-    ENV_RECONCILE_GRACE_SECONDS,
-    ENV_RECONCILE_MAX_REPAIRS,
-    ENV_RECONCILE_STALL_SECONDS,
-)
+from pipeline.config import load_reconcile_settings
 from pipeline.handlers import _wiring
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -28,18 +25,9 @@ from pipeline.telemetry.handler import instrumented
 
 @_wiring.built_once
 def _reconciler_parts() -> dict[str, Any]:
-    import os
-
     settings = _wiring.settings()
     return {
-        "settings": ReconcileSettings(
-            max_slots=settings.max_concurrent_workflows,
-            grace_seconds=float(os.environ.get(ENV_RECONCILE_GRACE_SECONDS, "120")),
-            max_repairs=int(os.environ.get(ENV_RECONCILE_MAX_REPAIRS, "25")),
-            processing_mode=settings.processing_mode.value,
-            stall_seconds=float(os.environ.get(ENV_RECONCILE_STALL_SECONDS, "900")),
-        ),
-        "apply": os.environ.get(ENV_RECONCILE_APPLY, "true").lower() != "false",
+        "settings": load_reconcile_settings(),
         "executions": ExecutionsStore(client("stepfunctions"), settings.require("state_machine_arn")),
     }
 
@@ -47,13 +35,15 @@ def _reconciler_parts() -> dict[str, Any]:
 def _reconciler(actor: str) -> Reconciler:
     parts = _reconciler_parts()
     settings = _wiring.settings()
+    tracking = _wiring.tracking_store()
     return Reconciler(
         semaphore=_wiring.semaphore(),
         executions=parts["executions"],
-        tracking=_wiring.tracking_store(),
+        tracking=tracking,
+        claims=tracking,
+        runs=RunIndex(settings.require("tracking_table"), client("dynamodb")),
         send=_wiring.job_queue().send,
-        dynamodb=client("dynamodb"),
-        coordination_table=settings.require("coordination_table"),
+        audit=AuditStore(settings.require("coordination_table"), client("dynamodb")),
         settings=parts["settings"],
         actor=actor,
         clock=lambda: datetime.now(UTC),
@@ -89,7 +79,7 @@ def emit_report(report: ReconcileReport) -> None:
 
 @instrumented("reconciler")
 def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
-    dry_run = bool((event or {}).get("dry_run", not _reconciler_parts()["apply"]))
+    dry_run = bool((event or {}).get("dry_run", not _reconciler_parts()["settings"].apply))
     actor = str(getattr(context, "invoked_function_arn", "") or "reconciler")
     report = reconcile(_reconciler(actor), apply=not dry_run)
     emit_report(report)

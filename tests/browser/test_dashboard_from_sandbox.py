@@ -17,10 +17,11 @@ from typer.testing import CliRunner
 
 from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
-from dashboards.render import CHROMIUM, PALETTE, Box, expand_metrics, layout
+from dashboards.metric_rows import expand_metrics
+from dashboards.render import CHROMIUM, PALETTE, Box, layout
 from pipeops.dashboard_cli import dashboard_app, stack_names, stack_parameters
-from pipeops.resources import Connection
-from sandbox.template import load_template
+from stack.resources import Connection
+from stack.template import load_template
 from tests.browser.png import Image, read_png
 from tests.conftest import envelope
 
@@ -134,7 +135,7 @@ def test_the_operations_dashboard_from_a_sandbox_draws_every_chart_the_workload_
     resources = connection.resources()
     names = stack_names(resources, stack_parameters(connection, resources.stack_name), "us-east-1", template)
     assert body == resolve(operations_body(build_catalog(template), template), names)
-    # the sandbox computes percentiles (sandbox.cloudwatch_reads; raw moto fails on them): none is missing
+    # the sandbox computes percentiles (sandbox.seams.cloudwatch_reads; raw moto fails on them): none is missing
     assert not any("percentile" in note or "could not compute" in note for note in data["notes"]), data["notes"]
 
     page = (tmp_path / "ops.html").read_text(encoding="utf-8")
