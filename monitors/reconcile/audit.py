@@ -15,18 +15,55 @@ Pure: `AuditRecord.from_item`, `changes`, `actor_kind`, `history_since_key`. I/O
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pipeline.jobs import format_timestamp
 
-AUDIT_PREFIX = "audit#reconcile#"
-# The sparse index over audit items: hash `audit_stream` (this value), range `at` (a timestamp).
+# The sparse index over audit items: hash `audit_stream` (the writer: the reconciler, or the
+# runbook automation), range `at` (a timestamp).
 AUDIT_INDEX = "audit-by-time"
 AUDIT_STREAM_ATTRIBUTE = "audit_stream"
 AUDIT_STREAM = "reconcile"
+AUDIT_RETENTION = timedelta(days=30)
+
+
+def audit_prefix(stream: str) -> str:
+    """The doc_key prefix of one stream's records (`audit#<stream>#`): keys sort by time after it."""
+    return f"audit#{stream}#"
+
+
+AUDIT_PREFIX = audit_prefix(AUDIT_STREAM)
+
+
+def audit_item(
+    *,
+    stream: str,
+    action: str,
+    target: str,
+    reason: str,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    by: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """One applied repair as a coordination-table item: what, why, before, after, when and by whom,
+    kept 30 days. Every writer of the audit trail (reconciler, runbooks) builds its items here."""
+    return {
+        "doc_key": {"S": f"{audit_prefix(stream)}{format_timestamp(now)}#{uuid.uuid4().hex[:8]}"},
+        AUDIT_STREAM_ATTRIBUTE: {"S": stream},  # puts it in the sparse index `audit-by-time`
+        "action": {"S": action},
+        "target": {"S": target},
+        "reason": {"S": reason},
+        "before": {"S": json.dumps(dict(before), sort_keys=True)},
+        "after": {"S": json.dumps(dict(after), sort_keys=True)},
+        "at": {"S": format_timestamp(now)},
+        "by": {"S": by},
+        "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
+    }
 
 
 @dataclass(frozen=True)
@@ -94,9 +131,9 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def history_since_key(since: datetime) -> str:
+def history_since_key(since: datetime, stream: str = AUDIT_STREAM) -> str:
     """The smallest doc_key of a record written after `since` (keys start with the timestamp)."""
-    return f"{AUDIT_PREFIX}{format_timestamp(since)}"
+    return f"{audit_prefix(stream)}{format_timestamp(since)}"
 
 
 @dataclass(frozen=True)
@@ -117,23 +154,31 @@ class AuditHistory:
         }
 
 
-def read_history(dynamodb: Any, table: str, since: datetime, limit: int = 50, *, scan_without_index: bool = True) -> AuditHistory:
-    """The newest `limit` repairs written after `since`: a Query on the sparse index (about `limit`
-    items read); on a table without it, a paginated Scan of the whole table, or nothing (method
-    "unavailable") when `scan_without_index` is False."""
+def read_history(
+    dynamodb: Any,
+    table: str,
+    since: datetime,
+    limit: int = 50,
+    *,
+    scan_without_index: bool = True,
+    stream: str = AUDIT_STREAM,
+) -> AuditHistory:
+    """The newest `limit` repairs of `stream` written after `since`: a Query on the sparse index
+    (about `limit` items read); on a table without it, a paginated Scan of the whole table, or
+    nothing (method "unavailable") when `scan_without_index` is False."""
     if limit <= 0:
         return AuditHistory([], "query", False)
     try:
-        return _query(dynamodb, table, since, limit)
+        return _query(dynamodb, table, since, limit, stream)
     except Exception as exc:  # a ClientError: AWS says ValidationException for a missing index, moto ResourceNotFound
         error = getattr(exc, "response", {}).get("Error", {})
         missing = error.get("Code") in ("ValidationException", "ResourceNotFoundException")
         if not missing or "index" not in str(error.get("Message", "")).lower():
             raise
-    return _scan(dynamodb, table, since, limit) if scan_without_index else AuditHistory([], "unavailable", False)
+    return _scan(dynamodb, table, since, limit, stream) if scan_without_index else AuditHistory([], "unavailable", False)
 
 
-def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
+def _query(dynamodb: Any, table: str, since: datetime, limit: int, stream: str) -> AuditHistory:
     items: list[dict[str, Any]] = []
     read = 0
     start: dict[str, Any] | None = None
@@ -143,7 +188,7 @@ def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHisto
             "IndexName": AUDIT_INDEX,
             "KeyConditionExpression": "#stream = :stream AND #at > :since",
             "ExpressionAttributeNames": {"#stream": AUDIT_STREAM_ATTRIBUTE, "#at": "at"},
-            "ExpressionAttributeValues": {":stream": {"S": AUDIT_STREAM}, ":since": {"S": format_timestamp(since)}},
+            "ExpressionAttributeValues": {":stream": {"S": stream}, ":since": {"S": format_timestamp(since)}},
             "ScanIndexForward": False,
             "Limit": limit + 1 - len(items),
         }
@@ -158,14 +203,14 @@ def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHisto
     return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "query", len(items) > limit, read)
 
 
-def _scan(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
+def _scan(dynamodb: Any, table: str, since: datetime, limit: int, stream: str) -> AuditHistory:
     """Every page of the table (DynamoDB filters after reading): the cost of a table without the index."""
     items: list[dict[str, Any]] = []
     read = 0
     pages = dynamodb.get_paginator("scan").paginate(
         TableName=table,
         FilterExpression="begins_with(doc_key, :prefix) AND doc_key > :since",
-        ExpressionAttributeValues={":prefix": {"S": AUDIT_PREFIX}, ":since": {"S": history_since_key(since)}},
+        ExpressionAttributeValues={":prefix": {"S": audit_prefix(stream)}, ":since": {"S": history_since_key(since, stream)}},
     )
     for page in pages:
         items += page.get("Items", [])

@@ -10,14 +10,13 @@ finds the world changed is a lost race, counted and left to the next run.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from monitors.reconcile.audit import AUDIT_PREFIX, AUDIT_STREAM, AUDIT_STREAM_ATTRIBUTE
+from monitors.reconcile.audit import AUDIT_RETENTION, AUDIT_STREAM, audit_item
 from monitors.reconcile.model import (
     Action,
     ActionKind,
@@ -36,7 +35,6 @@ from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import TrackingStore
 
-AUDIT_RETENTION = timedelta(days=30)
 # One item, overwritten by every applied run: what `pipeops status` shows of the reconciler.
 LAST_RUN_KEY = "reconcile#last-run"
 MAX_LISTED_FINDINGS = 20
@@ -176,19 +174,16 @@ class Reconciler:
 
     def _audit(self, action: Action) -> None:
         """What, why, before, after, when and by whom: one item per applied repair, kept 30 days."""
-        now = self.clock()
-        record = {
-            "doc_key": {"S": f"{AUDIT_PREFIX}{format_timestamp(now)}#{uuid.uuid4().hex[:8]}"},
-            AUDIT_STREAM_ATTRIBUTE: {"S": AUDIT_STREAM},  # puts it in the sparse index `audit-by-time`
-            "action": {"S": action.kind.value},
-            "target": {"S": action.target},
-            "reason": {"S": action.reason},
-            "before": {"S": json.dumps(dict(action.expected), sort_keys=True)},
-            "after": {"S": json.dumps(dict(action.values), sort_keys=True)},
-            "at": {"S": format_timestamp(now)},
-            "by": {"S": self.actor},
-            "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
-        }
+        record = audit_item(
+            stream=AUDIT_STREAM,
+            action=action.kind.value,
+            target=action.target,
+            reason=action.reason,
+            before=action.expected,
+            after=action.values,
+            by=self.actor,
+            now=self.clock(),
+        )
         self.dynamodb.put_item(TableName=self.coordination_table, Item=record)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from monitors.reconcile.loop import AUDIT_PREFIX
+from monitors.reconcile.audit import AUDIT_PREFIX
 from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from monitors.reconcile.loop import AUDIT_PREFIX, ActionResult, Reconciler, reconcile
+from monitors.reconcile.audit import AUDIT_PREFIX
+from monitors.reconcile.loop import ActionResult, Reconciler, reconcile
 from pipeline.config import ReconcileSettings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.status import JobStatus
