@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.tracking import TrackingStore
 from remedies.dead_letters import DLQ_OF_RUNBOOK
 from remedies.pacing import Pacer
@@ -59,9 +60,8 @@ def run_runbook(
             endpoints=DlqEndpoints.of(kind, resources),
             sqs=clients.client("sqs"),
             lambda_client=clients.client("lambda"),
-            dynamodb=clients.client("dynamodb"),
+            audit=AuditStore(resources.CoordinationTableName, clients.client("dynamodb")),
             tracking=TrackingStore(resources.TrackingTableName, clients.client("dynamodb")),
-            coordination_table=resources.CoordinationTableName,
             actor=actor or caller_arn(clients),
             clock=clock,
             pacer=Pacer(rate),

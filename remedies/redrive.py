@@ -5,8 +5,9 @@ are held while the plan is carried out and a second redrive running at the same 
 others: two redrives never act on one message (a held message whose hold expires may be sent
 twice; the run's deterministic execution name makes that harmless). A dry run, and every message
 the plan does not touch, is given back at once (visibility 0). Each applied group is one audit
-record in the coordination table (stream `runbook`); a redrive's record is also how a run whose
-message comes back is recognised and quarantined.
+record in the coordination table, written by the same store as the reconciler's repairs (so
+`pipeops reconcile --history` lists them too); a redrive's record is also how a run whose message
+comes back is recognised and quarantined.
 
 Paced by a `Pacer`; a move task's progress is for the caller to poll (`move_progress`): nothing
 here waits for SQS to finish.
@@ -20,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from monitors.reconcile.audit import audit_item, read_history
 from pipeline.config import Settings, env_name
 from pipeline.jobs import RunRef
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.tracking import TrackingStore
 from remedies.dead_letters import (
     DeadLetter,
@@ -39,7 +40,6 @@ from remedies.redrive_plan import Group, RedriveAction, group_letters
 from remedies.result import ActionOutcome, ActionResult, PlannedAction
 from stack.resources import StackResources
 
-RUNBOOK_AUDIT_STREAM = "runbook"
 HOLD_SECONDS = 300  # how long diagnosis holds the messages it read (given back sooner)
 MAX_MESSAGES = 1000  # read per run; a larger DLQ is done over several runs (the verdict says "remains")
 DLQ_RETENTION = timedelta(days=14)  # template.yaml MessageRetentionPeriod: older redrives cannot return
@@ -100,9 +100,8 @@ class DlqRedrive:
     endpoints: DlqEndpoints
     sqs: Any
     lambda_client: Any
-    dynamodb: Any
+    audit: AuditStore
     tracking: TrackingStore
-    coordination_table: str
     actor: str
     clock: Callable[[], datetime]
     pacer: Pacer
@@ -164,14 +163,7 @@ class DlqRedrive:
 
     def _redriven_runs(self) -> dict[str, str]:
         """Run -> when it was last redriven, from the runbook audit trail (the DLQ's retention back)."""
-        history = read_history(
-            self.dynamodb,
-            self.coordination_table,
-            self.clock() - DLQ_RETENTION,
-            limit=MAX_MESSAGES,
-            scan_without_index=False,
-            stream=RUNBOOK_AUDIT_STREAM,
-        )
+        history = self.audit.history(self.clock() - DLQ_RETENTION, limit=MAX_MESSAGES, scan_without_index=False)
         redriven: dict[str, str] = {}
         for record in history.records:  # newest first
             if record.action == RedriveAction.REDRIVE.value:
@@ -296,17 +288,9 @@ class DlqRedrive:
         before = {"queue": self.endpoints.queue_name, "group": action.group, "messages": action.count}
         destination = self.endpoints.quarantine_url if action.kind == RedriveAction.QUARANTINE.value else self.endpoints.source_url
         after = dict(detail) | ({"to": destination.rsplit("/", 1)[-1]} if destination else {"via": self.endpoints.function_name})
-        item = audit_item(
-            stream=RUNBOOK_AUDIT_STREAM,
-            action=action.kind,
-            target=action.target,
-            reason=action.reason,
-            before=before,
-            after=after,
-            by=self.actor,
-            now=self.clock(),
+        self.audit.record(
+            action=action.kind, target=action.target, reason=action.reason, before=before, after=after, by=self.actor, at=self.clock()
         )
-        self.dynamodb.put_item(TableName=self.coordination_table, Item=item)
 
     # -- verify ---------------------------------------------------------------------------------------
 
