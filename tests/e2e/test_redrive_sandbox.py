@@ -1,4 +1,4 @@
-"""DLQ redrives on the sandbox (remedies.engine.run_runbook), each DLQ filled for real or as SQS
+"""DLQ redrives on the sandbox (runbooks.automation.engine.run_runbook), each DLQ filled for real or as SQS
 fills it: a dry run changes nothing and exits 1 with the evidence; an applied run clears the DLQ,
 writes an audit record and exits 0; a run after that has nothing to do. A redriven message starts
 a run at most once, however many redrives and copies; one that fails again is quarantined."""
@@ -20,8 +20,8 @@ from pipeline.status import JobStatus
 from pipeline.stores.audit import AUDIT_PREFIX
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
-from remedies.engine import run_runbook
-from remedies.result import RunbookResult
+from runbooks.automation.engine import run_runbook
+from runbooks.automation.result import RunbookResult
 from stack.resources import StackResources
 
 pytestmark = pytest.mark.slow

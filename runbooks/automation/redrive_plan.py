@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from remedies.dead_letters import NEVER_ROUTABLE, DeadLetter, DlqKind
-from remedies.result import PlannedAction
+from runbooks.automation.dead_letters import NEVER_ROUTABLE, DeadLetter, DlqKind
+from runbooks.automation.result import PlannedAction
 
 MAX_SAMPLES = 3
 

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
-from remedies.dead_letters import (
+from runbooks.automation.dead_letters import (
     MALFORMED,
     UNKNOWN_RUN,
     UNSUPPORTED_VERSION,
@@ -19,9 +19,9 @@ from remedies.dead_letters import (
     read_tracker_event,
     runs_named,
 )
-from remedies.pacing import Pacer
-from remedies.redrive_plan import MAX_SAMPLES, group_letters, plan_redrive, use_move_task
-from remedies.result import ActionOutcome, ActionResult, PlannedAction, RunbookResult, Verdict
+from runbooks.automation.pacing import Pacer
+from runbooks.automation.redrive_plan import MAX_SAMPLES, group_letters, plan_redrive, use_move_task
+from runbooks.automation.result import ActionOutcome, ActionResult, PlannedAction, RunbookResult, Verdict
 from stack.template import load_template
 
 RUN = ("claims/", "2026-12-03T10:00:00.000000Z")

@@ -15,11 +15,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline.stores.audit import AuditStore
 from pipeline.stores.tracking import TrackingStore
-from remedies.dead_letters import DLQ_OF_RUNBOOK
-from remedies.pacing import Pacer
-from remedies.redrive import DlqEndpoints, DlqRedrive, error_code
-from remedies.redrive_plan import plan_redrive, use_move_task
-from remedies.result import ActionOutcome, ActionResult, RunbookResult, Verdict
+from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
+from runbooks.automation.pacing import Pacer
+from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
+from runbooks.automation.redrive_plan import plan_redrive, use_move_task
+from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
 from runbooks.catalog import Runbook, parse
 from stack.resources import StackResources
 

@@ -26,7 +26,7 @@ from pipeline.jobs import RunRef
 from pipeline.status import JobStatus
 from pipeline.stores.audit import AuditStore
 from pipeline.stores.tracking import TrackingStore
-from remedies.dead_letters import (
+from runbooks.automation.dead_letters import (
     DeadLetter,
     DlqKind,
     read_ingest_event,
@@ -35,9 +35,9 @@ from remedies.dead_letters import (
     run_id,
     runs_named,
 )
-from remedies.pacing import Pacer
-from remedies.redrive_plan import Group, RedriveAction, group_letters
-from remedies.result import ActionOutcome, ActionResult, PlannedAction
+from runbooks.automation.pacing import Pacer
+from runbooks.automation.redrive_plan import Group, RedriveAction, group_letters
+from runbooks.automation.result import ActionOutcome, ActionResult, PlannedAction
 from stack.resources import StackResources
 
 HOLD_SECONDS = 300  # how long diagnosis holds the messages it read (given back sooner)
