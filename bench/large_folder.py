@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e import ApiCallCounter, ThreadCpuMeter
+from pipeline.status import FailedFileKind
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = PROJECT_ROOT / "docs" / "PERFORMANCE.md"
@@ -321,8 +322,10 @@ def _file_accounting(runs: Sequence[Any], uploaded: set[str]) -> dict[str, Any]:
         "files_terminal": sum(len(r.files) for r in runs if r.status in TERMINAL_STATUSES),
         "files_missing": len(uploaded - set(owners)),
         "files_in_two_runs": sum(1 for n in owners.values() if n > 1),
-        "files_empty": sum(len(r.failed_files.get("empty", [])) for r in runs),
-        "files_failed": sum(len(r.failed_files.get(k, [])) for r in runs for k in ("detect", "redact", "unsupported")),
+        "files_empty": sum(len(r.failed_files.get(FailedFileKind.EMPTY, [])) for r in runs),
+        "files_failed": sum(
+            len(r.failed_files.get(k, [])) for r in runs for k in FailedFileKind if k is not FailedFileKind.EMPTY
+        ),
     }
 
 

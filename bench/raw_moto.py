@@ -1,9 +1,9 @@
 """Raw moto throughput, in-process: the floor under everything the sandbox does.
 
-Four operations the pipeline leans on (a conditional update, an SQS round trip, SQS batches, an
-execution start), plus the cost of building a boto3 client (moto's ASL interpreter builds one per
-Task state; the sandbox reuses them, sandbox.moto_seams). Each measurement runs a fixed number of
-operations on a fresh `mock_aws` and reports operations (or messages) per second.
+The same four operations as an earlier reference measurement of moto 5.2.5 on 2 cores, plus the cost of building a
+boto3 client (moto's ASL interpreter builds one per Task state; the sandbox now reuses them,
+sandbox.seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
+reports operations (or messages) per second.
 
 These are isolated operations, in units of their own: no ratio to the sandbox can be read from
 them. `bench.sandbox_ratio` computes that ratio in one run (the handlers' recorded calls replayed

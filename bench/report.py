@@ -382,9 +382,9 @@ def _calls(configs: Sequence[Mapping[str, Any]]) -> list[str]:
         "### Made by Step Functions (moto's ASL interpreter, through boto3)",
         "",
         "The `arn:aws:states:::dynamodb:updateItem` tasks go through one boto3 client per service that the "
-        "interpreter reuses (`sandbox.moto_seams`), in-process through moto's stubber; none go over HTTP. Lambda "
+        "interpreter reuses (`sandbox.seams.interpreter_clients`), in-process through moto's stubber; none go over HTTP. Lambda "
         "tasks make no call: the sandbox invokes their function in-process after IAM allowed it "
-        "(`sandbox.lambda_tasks`).",
+        "(`sandbox.seams.lambda_tasks`).",
         "",
         *breakdown_table(sfn, "made by"),
         "",

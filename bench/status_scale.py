@@ -10,7 +10,7 @@ records: the median of several repetitions.
 Besides the time, every DynamoDB call the views make is counted through a botocore event hook:
 the items read (the responses' ScannedCount) and the time spent inside those calls.
 
-moto with the sandbox's indexed-query seam (`sandbox.dynamodb_query`, installed by the sandbox with
+moto with the sandbox's indexed-query seam (`sandbox.seams.dynamodb_query`, installed by the sandbox with
 its other moto seams): raw moto answers an indexed Query by walking every item of the table (and
 re-walking it for each page), so its time grows with the table even for a one-item read; with the
 seam moto's own query logic is handed only the queried partition, as AWS reads it. The goal is
@@ -39,8 +39,9 @@ from monitors.health import RECENT_CAP
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
 from pipeline.stores._dynamodb import to_attribute
-from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, STATUS_INDEX, _queued_run_item
-from sandbox import dynamodb_query
+from pipeline.stores.run_index import STATUS_INDEX
+from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, _queued_run_item
+from sandbox.seams import dynamodb_query
 
 SIZES = (10_000, 100_000)
 REPEATS = 5
@@ -243,7 +244,7 @@ def run(sizes: tuple[int, ...] = SIZES, say: Callable[[str], None] = print) -> l
     _fake_aws_environment()
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     timings: list[Timing] = []
-    say("moto with the sandbox's indexed-query seam (sandbox.dynamodb_query); raw moto once for comparison")
+    say("moto with the sandbox's indexed-query seam (sandbox.seams.dynamodb_query); raw moto once for comparison")
     dynamodb_query.install()
     try:
         with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):  # deploy() requires it

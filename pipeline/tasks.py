@@ -43,7 +43,7 @@ from pipeline.aws import error_code
 from pipeline.config import RedactionMode
 from pipeline.jobs import RunRef
 from pipeline.pii.types import EntityType, PiiDetector
-from pipeline.status import JobStatus
+from pipeline.status import FailedFileKind, FileOutcome, JobStatus
 from pipeline.stores.tracking import TrackingStore
 
 # The message of a failed file as the tracking record keeps it (with its key and error name).
@@ -167,7 +167,7 @@ def hand_back(event: Mapping[str, Any], artifacts: ArtifactStore, result: Mappin
         small["redacted"] = True
     if result["phase"] == REDACT_PHASE and result.get("replacements"):
         small["replacements"] = int(result["replacements"])
-    if result["outcome"] != "failed" and counts is not None and _summary_size(small) <= SUMMARY_MAX_BYTES:
+    if result["outcome"] != FileOutcome.FAILED and counts is not None and _summary_size(small) <= SUMMARY_MAX_BYTES:
         return small
     artifacts.write_result(event["execution_name"], result["phase"], dict(result))
     return {"outcome": result["outcome"], "stored": True} | ({"redacted": True} if result.get("redacted") else {})
@@ -192,15 +192,15 @@ def detect_file(event: Mapping[str, Any], artifacts: ArtifactStore, detector: Pi
     try:
         text, etag = artifacts.read_text(event["bucket"], file_key)
     except NotUtf8Error as exc:
-        return result | {"outcome": "failed", "error": "NotUtf8", "message": str(exc), "cause": str(exc)}
+        return result | {"outcome": FileOutcome.FAILED.value, "error": "NotUtf8", "message": str(exc), "cause": str(exc)}
     if not text:
-        result["outcome"] = "empty"
+        result["outcome"] = FileOutcome.EMPTY.value
         if in_one_pass:
             artifacts.write_output(file_key, "")
             result["redacted"] = True
         return result
     entities = tuple(detector.detect(text))
-    result |= {"outcome": "ok", "entity_counts": dict(Counter(e.type for e in entities))}
+    result |= {"outcome": FileOutcome.OK.value, "entity_counts": dict(Counter(e.type for e in entities))}
     if in_one_pass:
         artifacts.write_output(file_key, blackout(text, entities))
         result |= {"redacted": True, "replacements": len(entities)}
@@ -230,7 +230,7 @@ def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secre
 
     values: dict[str, set[str]] = {}
     for file_key, detection in _detections(event):
-        if not detection or detection.get("outcome") != "ok":
+        if not detection or detection.get("outcome") != FileOutcome.OK:
             continue
         findings = artifacts.read_findings(findings_key(event["execution_name"], file_key))
         text, _ = artifacts.read_text(event["bucket"], findings.file_key, findings.etag)
@@ -253,11 +253,11 @@ def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str,
     if not detection:
         raise ResultMissingError("no detection result for this file")
     result: dict[str, Any] = {"file_key": file_key, "phase": REDACT_PHASE, "output_key": None, "replacements": 0}
-    if detection.get("outcome") == "empty":
+    if detection.get("outcome") == FileOutcome.EMPTY:
         artifacts.write_output(file_key, "")
-        result |= {"outcome": "redacted", "output_key": file_key}
-    elif detection.get("outcome") != "ok":
-        result["outcome"] = "skipped"
+        result |= {"outcome": FileOutcome.REDACTED.value, "output_key": file_key}
+    elif detection.get("outcome") != FileOutcome.OK:
+        result["outcome"] = FileOutcome.SKIPPED.value
     else:
         findings = artifacts.read_findings(findings_key(event["execution_name"], file_key))
         text, _ = artifacts.read_text(event["bucket"], file_key, findings.etag)
@@ -266,7 +266,7 @@ def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str,
         else:
             redacted = blackout(text, findings.entities)
         artifacts.write_output(file_key, redacted)
-        result |= {"outcome": "redacted", "output_key": file_key, "replacements": len(findings.entities)}
+        result |= {"outcome": FileOutcome.REDACTED.value, "output_key": file_key, "replacements": len(findings.entities)}
     return result
 
 
@@ -294,7 +294,7 @@ def record_failure(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[s
     result = {
         "file_key": event["file_key"],
         "phase": event["phase"],
-        "outcome": "failed",
+        "outcome": FileOutcome.FAILED.value,
         "error": truncate_utf8(str(error.get("Error") or "Unknown"), MAX_ERROR_NAME_BYTES),
         "message": error_message(cause),
         "cause": truncate_utf8(cause, MAX_CAUSE_BYTES),
@@ -339,7 +339,7 @@ def _missing(file_key: str, phase: str) -> dict[str, Any]:
     return {
         "file_key": file_key,
         "phase": phase,
-        "outcome": "failed",
+        "outcome": FileOutcome.FAILED.value,
         "error": RESULT_MISSING,
         "message": f"no {phase} result was stored for this file",
     }
@@ -379,7 +379,7 @@ def resolve_results(
 
 def _redacted_in_one_pass(detection: Mapping[str, Any]) -> dict[str, Any]:
     counts = detection.get("entity_counts") or {}
-    return {"outcome": "redacted", "replacements": int(detection.get("replacements", sum(counts.values())))}
+    return {"outcome": FileOutcome.REDACTED.value, "replacements": int(detection.get("replacements", sum(counts.values())))}
 
 
 @dataclass
@@ -394,10 +394,10 @@ class _Tally:
     replacements: int = 0
 
     def add_redaction(self, key: str, redaction: Mapping[str, Any]) -> None:
-        if redaction.get("outcome") == "redacted":
+        if redaction.get("outcome") == FileOutcome.REDACTED:
             self.redacted += 1
             self.replacements += int(redaction.get("replacements") or 0)
-        elif redaction.get("outcome") == "failed":
+        elif redaction.get("outcome") == FileOutcome.FAILED:
             self.redact_failed.append(_failure(redaction))
         else:  # detected (or empty) but not redacted: never silently skipped
             self.redact_failed.append(
@@ -417,7 +417,7 @@ def _redactions(
     redacted_by_map = [
         (key, redaction)
         for key, redaction in paired
-        if not detections[key].get("redacted") and detections[key].get("outcome") != "failed"
+        if not detections[key].get("redacted") and detections[key].get("outcome") != FileOutcome.FAILED
     ]
     return resolve_results(artifacts, event["execution_name"], REDACT_PHASE, redacted_by_map)
 
@@ -432,10 +432,10 @@ def _tally(
     for key in files:
         detection = detections[key]
         tally.entities.update(detection.get("entity_counts") or {})
-        if detection.get("outcome") == "failed":
+        if detection.get("outcome") == FileOutcome.FAILED:
             tally.detect_failed.append(_failure(detection))
             continue
-        if detection.get("outcome") == "empty":
+        if detection.get("outcome") == FileOutcome.EMPTY:
             tally.empty.append(key)
         if redactions is not None:
             tally.add_redaction(key, _redacted_in_one_pass(detection) if detection.get("redacted") else redactions[key])
@@ -462,10 +462,10 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
     return {
         "phase": phase,
         "failed_files": {
-            "detect": tally.detect_failed,
-            "redact": tally.redact_failed,
-            "unsupported": unsupported,
-            "empty": sorted(tally.empty),
+            FailedFileKind.DETECT.value: tally.detect_failed,
+            FailedFileKind.REDACT.value: tally.redact_failed,
+            FailedFileKind.UNSUPPORTED.value: unsupported,
+            FailedFileKind.EMPTY.value: sorted(tally.empty),
         },
         "redaction_results": {
             "files_total": total,
