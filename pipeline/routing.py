@@ -50,7 +50,7 @@ from pipeline.jobs import (
     parse_timestamp,
     split_supported,
 )
-from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.status import ExecutionStatus, FailedFileKind, JobStatus, empty_failed_files
 from pipeline.stores.protocols import ExecutionsProtocol, SemaphoreProtocol, TrackingProtocol
 from pipeline.stores.semaphore import JointWrite, SemaphoreState
 from pipeline.stores.tracking import RunRecord
@@ -342,7 +342,7 @@ class Router:
             record.run,
             JobStatus.COMPLETE,
             call.now,
-            fields={"failed_files": {"detect": [], "redact": [], "unsupported": unsupported, "empty": []}},
+            fields={"failed_files": empty_failed_files() | {FailedFileKind.UNSUPPORTED: unsupported}},
             expected_status=record.status,
             expected_updated_at=record.updated_at,  # a file that arrived meanwhile makes us look again
         )

@@ -29,7 +29,7 @@ from alarms.cloudformation import COMPOSITE
 from alarms.live import runbook_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
-from pipeline.status import JobStatus
+from pipeline.status import FileOutcome, JobStatus
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
@@ -114,7 +114,7 @@ def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
     violations += [
         f"file reported redacted but no output copy exists: {key}"
         for key, outcome in result.outcomes.items()
-        if outcome == "redacted" and key not in output_keys
+        if outcome == FileOutcome.REDACTED and key not in output_keys
     ]
     health = result.health
     if health["active_count"] != 0 or health["holders"]:
@@ -142,11 +142,11 @@ DEMO_PARAMETERS = {"FolderSettleSeconds": "2", "CapacityRetrySeconds": "2", "Rec
 
 @contextmanager
 def demo_sandbox(mode: str, max_concurrency: int = 3, time_scale: float = TIME_SCALE) -> Iterator[Sandbox]:
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.clock import TimeScale
-    from sandbox.sandbox import Sandbox
 
     parameters = {"RedactionMode": mode, "MaxConcurrentWorkflows": str(max_concurrency), **DEMO_PARAMETERS}
-    with Sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
+    with pipeline_sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
         yield sandbox
 
 

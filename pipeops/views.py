@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitors.health import Finding, HealthSnapshot, assess, observe
-from pipeline.status import JobStatus
+from pipeline.status import FailedFileKind, FileOutcome, JobStatus
 from pipeline.stores.audit import AUDIT_RETENTION, AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
@@ -121,7 +121,7 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "files": len(record.files),
         "entities": dict(record.redaction_results.get("entities_by_type", {})),
-        "failed": {kind: failed.get(kind, []) for kind in ("detect", "redact", "unsupported", "empty")},
+        "failed": {kind.value: failed.get(kind, []) for kind in FailedFileKind},
         "error": record.error,
         "execution_arn": record.execution_arn,
     }
@@ -159,17 +159,15 @@ def file_outcomes(record: RunRecord) -> dict[str, str]:
     """Each file of a run and what became of it."""
     failed = record.failed_files
     outcomes: dict[str, str] = {}
-    for entry in failed.get("detect", []):
-        outcomes[entry["key"]] = f"failed in detect: {entry.get('error')}"
-    for entry in failed.get("redact", []):
-        outcomes[entry["key"]] = f"failed in redact: {entry.get('error')}"
-    for key in failed.get("unsupported", []):
-        outcomes[key] = "unsupported"
-    for key in failed.get("empty", []):
-        outcomes[key] = "empty"
+    for kind in (FailedFileKind.DETECT, FailedFileKind.REDACT):
+        for entry in failed.get(kind, []):
+            outcomes[entry["key"]] = f"failed in {kind}: {entry.get('error')}"
+    for kind in (FailedFileKind.UNSUPPORTED, FailedFileKind.EMPTY):
+        for key in failed.get(kind, []):
+            outcomes[key] = kind.value
     for key in record.files:
         if key not in outcomes:
-            outcomes[key] = "redacted" if record.status is JobStatus.COMPLETE else record.status.value.lower()
+            outcomes[key] = FileOutcome.REDACTED.value if record.status is JobStatus.COMPLETE else record.status.value.lower()
     return dict(sorted(outcomes.items()))
 
 

@@ -21,17 +21,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import JobStatus, allowed_predecessors
+from pipeline.status import FailedFileKind, JobStatus, allowed_predecessors, empty_failed_files
 from pipeline.stores._dynamodb import batch_get, from_item, get_each, is_condition_failure, to_attribute
 from pipeline.stores.semaphore import Semaphore, SemaphoreState
 
 HEAD_SORT_KEY = "#head"
 RETENTION = timedelta(days=90)
-FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
-
-
-def empty_failed_files() -> dict[str, list[Any]]:
-    return {kind: [] for kind in FAILED_FILE_KINDS}
 
 
 @dataclass(frozen=True)
@@ -242,7 +237,7 @@ class TrackingStore:
         self._client.update_item(
             TableName=self._table,
             Key=run_key(run.job_id, run.started_at),
-            UpdateExpression="SET execution_arn = :arn, failed_files.unsupported = :u",
+            UpdateExpression=f"SET execution_arn = :arn, failed_files.{FailedFileKind.UNSUPPORTED} = :u",
             ConditionExpression="attribute_exists(job_id)",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )

@@ -81,7 +81,7 @@ def test_a_newer_version_of_a_file_already_in_a_full_run_stays_with_it(resources
 
 
 def test_the_default_max_of_the_longest_keys_fits_one_item_with_the_limits_enforced(resources, store, claims) -> None:
-    from sandbox import limits
+    from sandbox.seams import limits
 
     settings = load_settings(resources.env)
     sent: list[JobMessage] = []

@@ -32,12 +32,13 @@ from pipeline.status import (
     ExecutionStatus,
     JobStatus,
     allowed_predecessors,
+    empty_failed_files,
 )
 from pipeline.stores.audit import AuditHistory, AuditRecord, LastRun
 from pipeline.stores.claims import ClaimWrite, IngestView, ObjectClaim
 from pipeline.stores.executions import ExecutionOutcome, ListedExecution, RunningExecution
 from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
-from pipeline.stores.tracking import RunRecord, empty_failed_files
+from pipeline.stores.tracking import RunRecord
 
 Hook = Callable[[str], None]
 # (operation, holder, the holder's stamp before the write) after a semaphore write that changed the

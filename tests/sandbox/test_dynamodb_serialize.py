@@ -1,4 +1,4 @@
-"""The moto_seams serializer seam: DynamoDB responses byte for byte as moto's own serializer writes
+"""sandbox.seams.dynamodb_wire: DynamoDB responses byte for byte as moto's own serializer writes
 them, for every attribute type, nested or not, through every read operation."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sandbox import moto_seams
+from sandbox import seams
+from sandbox.seams import dynamodb_wire
 
 ITEM = {
     "pk": {"S": "a"}, "sk": {"N": "1"}, "s": {"S": ""}, "n": {"N": "-1.50"}, "b": {"B": b"\x00\x01"},
@@ -46,14 +47,14 @@ def test_responses_are_what_moto_writes(aws_env: None, monkeypatch: pytest.Monke
     with mock_aws():
         plain = reads()
     written: list[str] = []
-    original = moto_seams._as_moto_writes
-    monkeypatch.setattr(moto_seams, "_as_moto_writes", lambda kind, inner: written.append(kind) or original(kind, inner))
-    moto_seams.install()
+    original = dynamodb_wire._as_moto_writes
+    monkeypatch.setattr(dynamodb_wire, "_as_moto_writes", lambda kind, inner: written.append(kind) or original(kind, inner))
+    seams.install()
     try:
         with mock_aws():
             seamed = reads()
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
     assert seamed == plain
     assert {"S", "N", "SS", "NS", "BOOL", "NULL"} <= set(written)  # written as kept, not walked (nested too)
     assert seamed[0]["n"] == {"N": "0.50"} and seamed[0]["b"] == {"B": b"\x00\x01"}

@@ -1,4 +1,4 @@
-"""A Lambda task's function is invoked in-process (sandbox.lambda_tasks), deciding what the client did.
+"""A Lambda task's function is invoked in-process (sandbox.seams.lambda_tasks), deciding what the client did.
 
 Each scenario runs twice in one moto, through the seam and through moto's own client round trip
 (the seam's `__wrapped__`), and both runs must end the same way: output, error and cause, and the
@@ -7,14 +7,11 @@ history's event types. IAM decides both.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import sys
 import time
-import zipfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -23,24 +20,15 @@ from botocore.client import BaseClient
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
-from sandbox import iam_enforcement, lambda_tasks, moto_seams
+from sandbox import seams
 from sandbox.clock import TimeScale
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
+from sandbox.seams import iam_calls, lambda_tasks
+from tests.conftest import LAMBDA_TRUST, TOY_HANDLERS, placeholder_zip
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
-TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-            "Action": "sts:AssumeRole",
-        }
-    ],
-}
 
 
 @pytest.fixture
@@ -48,30 +36,23 @@ def enforced(aws_env: None) -> Iterator[IamEnforcement]:
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     imported_before = set(sys.modules)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        moto_seams.install()
+        seams.install()
         enforcement = IamEnforcement(REGION)
-        iam_enforcement.install(enforcement)
+        iam_calls.SEAM.attach(enforcement)
         try:
             with LambdaRuntime(region=REGION, time_scale=TimeScale(1.0), extra_sys_path=[TOY_HANDLERS]):
                 yield enforcement
         finally:
-            iam_enforcement.uninstall(enforcement)
-            moto_seams.uninstall()
+            iam_calls.SEAM.detach(enforcement)
+            seams.uninstall()
             for name in set(sys.modules) - imported_before:  # the toy handlers read env at import
                 if name.startswith("sbx_"):
                     del sys.modules[name]
 
 
-def _zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("placeholder.py", "# the sandbox imports the handler from sys.path\n")
-    return buf.getvalue()
-
-
 def _role(name: str, invokable: list[str]) -> str:
     iam = boto3.client("iam", region_name=REGION)
-    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]["Arn"]
+    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(LAMBDA_TRUST))["Role"]["Arn"]
     if invokable:
         policy = {"Version": "2012-10-17",
                   "Statement": [{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": invokable}]}
@@ -82,7 +63,7 @@ def _role(name: str, invokable: list[str]) -> str:
 def _function(name: str, handler: str) -> str:
     role = _role(f"{name}-role", [])
     return boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name, Runtime="python3.11", Role=role, Handler=handler, Code={"ZipFile": _zip()}, Timeout=30,
+        FunctionName=name, Runtime="python3.11", Role=role, Handler=handler, Code={"ZipFile": placeholder_zip()}, Timeout=30,
     )["FunctionArn"]
 
 

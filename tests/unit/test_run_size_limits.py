@@ -4,7 +4,7 @@ A run's file keys travel three ways: in its tracking item (DynamoDB, 400 KB = 40
 item), in its execution's input and every state (Step Functions, 256 KiB = 262,144 bytes), and as
 events in its execution history (25,000 at most). The worst case of each is built here for the
 default (and largest allowed) MaxFilesPerRun with keys of S3's maximum length, 1,024 bytes, and
-measured with the sandbox's own size functions (sandbox.limits, the ones that enforce the limits).
+measured with the sandbox's own size functions (sandbox.seams.limits, the ones that enforce the limits).
 
     tracking item  ~ N x (1,024 key in `files` + 1,024 key + 128 error + 300 message in
                      `failed_files`) + 1 KB cause + small fields    = 253,211 bytes for N = 100
@@ -33,7 +33,7 @@ from pipeline.routing import execution_input
 from pipeline.stores._dynamodb import to_attribute
 from pipeline.stores.tracking import RunRecord, queued_run_item
 from pipeline.tasks import MAX_MESSAGE_BYTES, SUMMARY_MAX_BYTES
-from sandbox.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
+from sandbox.seams.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
 
 ROOT = Path(__file__).resolve().parents[2]
 N = DEFAULT_MAX_FILES_PER_RUN

@@ -1,4 +1,5 @@
-"""The interpreter's Lambda tasks invoke their function in-process, without a botocore round trip.
+"""SPEED seam: the interpreter's Lambda tasks invoke their function in-process, without a botocore
+round trip.
 
 moto's ASL interpreter invokes a Task state's function through a boto3 Lambda client
 (`lambda_eval_utils._invoke_lambda_function`): the payload is serialized and signed, moto's request
@@ -10,7 +11,7 @@ sandbox's), several times what the Lambda runtime itself spent running the invoc
 The seam calls the function moto holds (`LambdaFunction.invoke`, where `sandbox.runtime` runs the
 handler) and keeps what the round trip decided:
 - IAM. The state machine's role must allow `lambda:InvokeFunction` on the function: checked by
-  `sandbox.iam_enforcement.check` exactly as the client call would be, AccessDenied raised as the
+  `sandbox.seams.iam_calls.check` exactly as the client call would be, AccessDenied raised as the
   client raises it (the interpreter then fails the task as it would).
 - moto's answer. A failed invocation carries its FunctionError; an answer over moto's response
   bound becomes moto's `Function.ResponseSizeTooLarge` error; the payload is decoded by moto's own
@@ -29,6 +30,10 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from sandbox.seams.patching import Patch
+
+KIND = "SPEED"
 
 # moto's bound on a synchronous answer (moto.awslambda.responses.LambdaResponse.invoke), and the
 # answer it gives instead.
@@ -82,19 +87,24 @@ def direct(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(parameters, region, state_credentials)
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
-        from sandbox import iam_enforcement
+        from sandbox.seams import iam_calls
 
         # The interpreter's own (reused) client: what IAM reads the service and region from, and
         # the error classes an AccessDenied is raised with.
         client = lambda_eval_utils.boto_client_for(
             region=region, service="lambda", state_credentials=state_credentials
         )
-        iam_enforcement.check(client, "Invoke", parameters)
+        iam_calls.check(client, "Invoke", parameters)
         response_headers: dict[str, str] = {}
         payload = function.invoke(
             parameters.get("Payload") or b"", {"x-amz-invocation-type": "RequestResponse"}, response_headers
         )
         return invocation_response(payload, response_headers)
 
-    _invoke_lambda_function.__pipeops_seam__ = True  # type: ignore[attr-defined]
     return _invoke_lambda_function
+
+
+def patches() -> list[Patch]:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    return [Patch(lambda_eval_utils, "_invoke_lambda_function", direct)]
