@@ -463,10 +463,10 @@ def _reconcile_legacy(
 def _reconcile_history(
     since: str, endpoint_url: str | None, stack_name: str | None, region: str | None, profile: str | None, as_json: bool
 ) -> None:
-    """The repairs written since `since`, newest first (monitors.reconcile.audit reads them)."""
+    """The repairs written since `since`, newest first (pipeline.stores.audit reads them)."""
     from datetime import UTC, datetime
 
-    from monitors.reconcile.audit import read_history
+    from pipeline.stores.audit import AuditStore
     from pipeops.durations import parse_duration
 
     try:
@@ -474,7 +474,7 @@ def _reconcile_history(
     except ValueError as exc:
         raise _fail(str(exc)) from None
     connection, resources = _connect(stack_name, endpoint_url, region, profile)
-    found = read_history(connection.client("dynamodb"), resources.CoordinationTableName, datetime.now(UTC) - window, HISTORY_LIMIT)
+    found = AuditStore(resources.CoordinationTableName, connection.client("dynamodb")).history(datetime.now(UTC) - window, HISTORY_LIMIT)
     if as_json:
         render.emit_json("reconcile_history", {"since": since, **found.to_dict()})
     else:

@@ -29,7 +29,8 @@ from alarms.cloudformation import COMPOSITE
 from alarms.live import runbook_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
-from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.status import FileOutcome, JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.views import file_outcomes, run_summary
@@ -113,7 +114,7 @@ def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
     violations += [
         f"file reported redacted but no output copy exists: {key}"
         for key, outcome in result.outcomes.items()
-        if outcome == "redacted" and key not in output_keys
+        if outcome == FileOutcome.REDACTED and key not in output_keys
     ]
     health = result.health
     if health["active_count"] != 0 or health["holders"]:
@@ -165,13 +166,13 @@ def run_mode(
 ) -> ModeResult:
     depth = 1
     resources = resources_of(sandbox)
-    dynamodb, sfn, s3 = sandbox.client("dynamodb"), sandbox.client("stepfunctions"), sandbox.client("s3")
+    dynamodb, s3 = sandbox.client("dynamodb"), sandbox.client("s3")
     store = TrackingStore(resources.TrackingTableName, dynamodb)
     semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
+    executions = ExecutionsStore(sandbox.client("stepfunctions"), resources.StateMachineArn)
 
     def peaks() -> tuple[int, int]:
-        running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
-        return len(running["executions"]), semaphore.read().active_count
+        return sum(1 for _ in executions.running()), semaphore.read().active_count
 
     keys = sorted(files)
     started = time.monotonic()

@@ -21,14 +21,19 @@ claim is no run, and every reader of run items would have to learn to skip it.)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
+from pipeline.status import (
+    FailedFileKind,
+    JobStatus,
+    allowed_predecessors,
+    empty_failed_files,
+)
 from pipeline.stores._dynamodb import (
     TransactionCancelledError,
     cancellations,
@@ -42,15 +47,10 @@ if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_objec
     from pipeline.s3events import ObjectVersion
 
 HEAD_SORT_KEY = "#head"
-ACTIVE_INDEX = "active-jobs"
-STATUS_INDEX = "by-status"
 RETENTION = timedelta(days=90)
-FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
 CLAIM_KEY_PREFIX = "object#"
 _BATCH_GET_LIMIT = 100
 
-def empty_failed_files() -> dict[str, list[Any]]:
-    return {kind: [] for kind in FAILED_FILE_KINDS}
 
 
 def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
@@ -309,43 +309,6 @@ class TrackingStore:
                 raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
         return items
 
-    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
-        """Active runs from the sparse index, optionally only those not updated since a moment."""
-        statuses = [status] if status else list(ACTIVE_STATUSES)
-        paginator = self._client.get_paginator("query")
-        for active in statuses:
-            condition = "active_status = :s"
-            values: dict[str, Any] = {":s": {"S": active.value}}
-            if updated_before:
-                condition += " AND updated_at < :before"
-                values[":before"] = {"S": updated_before}
-            for page in paginator.paginate(
-                TableName=self._table,
-                IndexName=ACTIVE_INDEX,
-                KeyConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            ):
-                for item in page.get("Items", []):
-                    yield RunRecord.from_item(item)
-
-    def last_ended_after(self, after: str) -> str | None:
-        """When the latest run ended after `after` (COMPLETE or FAILED), or None: one item read
-        per status, newest first, from the `by-status` index."""
-        latest: list[str] = []
-        for status in (JobStatus.COMPLETE, JobStatus.FAILED):
-            response = self._client.query(
-                TableName=self._table,
-                IndexName=STATUS_INDEX,
-                KeyConditionExpression="#status = :s AND updated_at > :after",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":s": {"S": status.value}, ":after": {"S": after}},
-                ScanIndexForward=False,
-                Limit=1,
-                ProjectionExpression="updated_at",
-            )
-            latest += [item["updated_at"]["S"] for item in response.get("Items", [])]
-        return max(latest, default=None)
-
     # -- status -----------------------------------------------------------------------------
 
     def transition(
@@ -409,7 +372,7 @@ class TrackingStore:
         self._client.update_item(
             TableName=self._table,
             Key=self._key(run.job_id, run.started_at),
-            UpdateExpression="SET execution_arn = :arn, failed_files.unsupported = :u",
+            UpdateExpression=f"SET execution_arn = :arn, failed_files.{FailedFileKind.UNSUPPORTED} = :u",
             ConditionExpression="attribute_exists(job_id)",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )

@@ -134,3 +134,23 @@ def test_one_service_name_deployed_and_local() -> None:
 def test_sam_deploys_the_default_stack_name() -> None:
     config = tomllib.loads((PROJECT_ROOT / "samconfig.toml").read_text(encoding="utf-8"))
     assert config["default"]["global"]["parameters"]["stack_name"] == DEFAULT_STACK_NAME
+
+
+# ------------------------------------------------------------------------------- file outcomes
+
+
+def test_a_runs_account_keeps_one_list_per_failed_file_kind() -> None:
+    from pipeline.status import FailedFileKind, FileOutcome, empty_failed_files
+    from pipeline.tasks import Tolerance, account
+
+    detections = [
+        {"outcome": FileOutcome.OK.value, "entities": {"EMAIL": 1}, "redacted": True},
+        {"outcome": FileOutcome.EMPTY.value, "redacted": True},
+        {"outcome": FileOutcome.FAILED.value},
+    ]
+    event = {"execution_name": "run", "files": ["a.txt", "b.txt", "c.txt"], "detections": detections, "unsupported": ["d.bin"]}
+    failed = account(event, artifacts=None, tolerance=Tolerance(100.0))["failed_files"]  # type: ignore[arg-type]
+    assert list(failed) == list(empty_failed_files()) == [kind.value for kind in FailedFileKind]
+    assert (failed["detect"][0]["key"], failed["redact"], failed["unsupported"], failed["empty"]) == (
+        "c.txt", [], ["d.bin"], ["b.txt"]
+    )
