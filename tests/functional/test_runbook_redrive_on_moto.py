@@ -14,7 +14,14 @@ from pipeline.stores.tracking import TrackingStore
 from runbooks.automation.dead_letters import DlqKind
 from runbooks.automation.engine import run_redrive
 from runbooks.automation.pacing import Pacer
-from runbooks.automation.redrive import MOVE_TASK_RATE, DlqEndpoints, DlqRedrive, queue_depth, unsupported
+from runbooks.automation.redrive import (
+    MOVE_TASK_RATE,
+    DlqEndpoints,
+    DlqRedrive,
+    move_progress,
+    queue_depth,
+    unsupported,
+)
 from runbooks.catalog import Runbook
 from tests.conftest import Resources
 
@@ -97,6 +104,7 @@ def test_a_move_task_already_running_is_a_lost_race_not_a_second_task(redrive: D
     assert sqs.started == [] and {a.result.value for a in result.actions} == {"race_lost"}
     assert result.exit_code == 1 and audits(resources) == []
     assert queue_depth(sqs, resources.dlq_url)["visible"] == 3
+    assert move_progress(sqs, resources.dlq_url) == [{"TaskHandle": "task-0", "Status": "RUNNING"}]
 
 
 def test_unsupported_tells_a_missing_api_from_a_real_error() -> None:
