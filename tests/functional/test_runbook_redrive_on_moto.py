@@ -18,6 +18,7 @@ from runbooks.automation.redrive import (
     MOVE_TASK_RATE,
     DlqEndpoints,
     DlqRedrive,
+    follow_move_task,
     move_progress,
     queue_depth,
     unsupported,
@@ -35,15 +36,18 @@ class WithMoveTasks:
         self._sqs = sqs
         self.started: list[dict[str, Any]] = []
         self.running = running or []
+        self.completed: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sqs, name)
 
     def list_message_move_tasks(self, **kwargs: Any) -> dict[str, Any]:
-        return {"Results": [{"TaskHandle": handle, "Status": "RUNNING"} for handle in self.running]}
+        tasks = [(handle, "RUNNING") for handle in self.running] + [(handle, "COMPLETED") for handle in self.completed]
+        return {"Results": [{"TaskHandle": handle, "Status": status} for handle, status in tasks]}
 
     def start_message_move_task(self, **kwargs: Any) -> dict[str, Any]:
         self.started.append(kwargs)
+        self.running.append("task-1")
         return {"TaskHandle": "task-1"}
 
 
@@ -84,6 +88,15 @@ def test_a_whole_dlq_is_moved_by_sqs_at_a_low_rate_and_the_caller_polls(redrive:
     # Nothing moved yet (the stand-in moves nothing): the messages were given back, not held.
     assert result.exit_code == 1 and result.verified is not None and result.verified["depth"]["visible"] == 3
     assert len(audits(resources)) == 3  # each run's redrive recorded before SQS moves it
+
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:  # SQS finishes the task while the caller waits
+        naps.append(seconds)
+        sqs.completed, sqs.running = sqs.running, []
+
+    progress = list(follow_move_task(sqs, resources.dlq_url, "task-1", sleep=nap, interval=2))
+    assert [p["Status"] for p in progress] == ["RUNNING", "COMPLETED"] and naps == [2]
 
 
 def test_a_selection_is_sent_by_hand_even_where_the_move_task_exists(redrive: DlqRedrive, resources: Resources) -> None:
