@@ -189,3 +189,34 @@ def test_executions_failed_reruns_a_selected_run_once_as_a_new_run_of_its_files(
     again = runbook(sandbox, "executions-failed", apply=True, runs=[run_id])
     assert again.exit_code == 0 and again.plan == [] and again.evidence["refused"][run_id].startswith("re-run already")
     assert len(runs(sandbox)) == 2 and audits(sandbox) == ["rerun_run"]
+
+
+def test_file_failure_rate_reruns_only_the_failed_files_of_a_complete_run(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.handlers.detect as detect
+
+    sandbox = held_off(make_sandbox(JobFolderDepth="1", FolderSettleSeconds="0"))
+    real_detect = detect.detect_file
+
+    def one_unreadable(event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event["file_key"] == "batch/bad.txt":
+            return {"file_key": event["file_key"], "phase": "detect", "entity_counts": {}, "outcome": "failed", "error": "NotUtf8"}
+        return real_detect(event, *args, **kwargs)
+
+    monkeypatch.setattr(detect, "detect_file", one_unreadable)
+    for key in ("batch/good.txt", "batch/bad.txt"):
+        put(sandbox, key)
+    assert sandbox.wait_until_idle(180)
+    monkeypatch.setattr(detect, "detect_file", real_detect)
+    [complete] = [r for r in runs(sandbox) if r.status is JobStatus.COMPLETE and r.failed_files["detect"]]
+    run_id = f"{complete.job_id}@{complete.started_at}"
+    assert runbook(sandbox, "executions-failed", apply=False).verdict is Verdict.ABSENT  # no run FAILED
+
+    dry = runbook(sandbox, "file-failure-rate", apply=False, runs=[run_id])
+    assert dry.exit_code == 1 and [(a.target, a.count) for a in dry.plan] == [(run_id, 1)] and audits(sandbox) == []
+    applied = runbook(sandbox, "file-failure-rate", apply=True, runs=[run_id])
+    assert applied.exit_code == 0 and audits(sandbox) == ["rerun_run"], applied.to_dict()
+    assert sandbox.wait_until_idle(180)
+    rerun = runs(sandbox)[-1]
+    assert rerun.files == ("batch/bad.txt",) and rerun.status is JobStatus.COMPLETE and not rerun.failed_files["detect"]
+    again = runbook(sandbox, "file-failure-rate", apply=True, runs=[run_id])
+    assert again.exit_code == 0 and again.plan == [] and audits(sandbox) == ["rerun_run"]
