@@ -123,7 +123,7 @@ def function_facts(
     request: RemedyRequest, read: Callable[[str, Callable[[], Any]], Any], since: datetime, parameters: Mapping[str, str]
 ) -> dict[str, Any]:
     lambda_client = request.client("lambda")
-    names = request.resources.function_names()
+    names = request.resources.function_names
     reserved = {
         name: read(f"reserved concurrency of {name}", lambda n=name: lambda_client.get_function_concurrency(FunctionName=n))
         for name in names

@@ -220,3 +220,23 @@ def test_file_failure_rate_reruns_only_the_failed_files_of_a_complete_run(make_s
     assert rerun.files == ("batch/bad.txt",) and rerun.status is JobStatus.COMPLETE and not rerun.failed_files["detect"]
     again = runbook(sandbox, "file-failure-rate", apply=True, runs=[run_id])
     assert again.exit_code == 0 and again.plan == [] and audits(sandbox) == ["rerun_run"]
+
+
+def test_the_throttle_runbooks_read_what_caps_each_and_change_nothing(make_sandbox: Any) -> None:
+    sandbox = held_off(make_sandbox(MaxConcurrentWorkflows="3"))
+    detect_function = sandbox.outputs["DetectFunctionName"]
+    sandbox.client("lambda").put_function_concurrency(FunctionName=detect_function, ReservedConcurrentExecutions=0)
+
+    functions = runbook(sandbox, "function-throttles", apply=True)
+    assert functions.verdict is Verdict.ABSENT and functions.plan == [], functions.to_dict()  # no throttle in the last hour
+    assert functions.evidence["reserved_concurrency"][detect_function] == 0
+    assert any(f"{detect_function} has a reserved concurrency of 0" in line for line in functions.evidence["advice"])
+    assert functions.evidence["stack_parameters"]["MaxConcurrentWorkflows"] == "3"
+
+    tables = runbook(sandbox, "dynamodb-throttles", apply=True)
+    assert tables.verdict is Verdict.ABSENT, tables.to_dict()
+    assert {t["billing_mode"] for t in tables.evidence["tables"].values()} == {"PAY_PER_REQUEST"}
+
+    executions = runbook(sandbox, "execution-throttled", apply=True)
+    assert executions.verdict is Verdict.ABSENT and "MaxConcurrentWorkflows (now 3)" in executions.evidence["advice"][0]
+    assert audits(sandbox) == []
