@@ -1,8 +1,8 @@
 """One runbook run: diagnose -> plan -> apply -> verify, as one library call.
 
 `run_runbook` is what `pipeops runbook run` and an Automation document call. A runbook with no
-automation yet answers with an error result that points at its page; the acting ones are the DLQ
-redrives (`dlq-messages`, `ingest-dlq`, `tracker-dlq`).
+automation yet answers with an error result that points at its page. The DLQ redrives
+(`dlq-messages`, `ingest-dlq`, `tracker-dlq`) are here; the others run from runbooks.automation.remedies.
 """
 
 from __future__ import annotations
