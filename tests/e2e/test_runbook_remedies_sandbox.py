@@ -5,6 +5,7 @@ nothing to do and exits 0."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -34,7 +35,9 @@ def held_off(sandbox: Any) -> Any:
 
 def runbook(sandbox: Any, runbook_id: str, *, apply: bool, **options: Any) -> RunbookResult:
     resources = StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
-    return run_runbook(runbook_id, resources, sandbox, apply=apply, options=options)
+    result = run_runbook(runbook_id, resources, sandbox, apply=apply, options=options)
+    json.dumps(result.to_dict())  # the CLI's --json prints it as it is
+    return result
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
