@@ -7,15 +7,10 @@ configuration, and turns its report into the result the CLI prints (text or `--j
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
+from monitors.reconcile.loop import Reconciler, ReconcileReport, ReconcileTarget, build_reconciler, reconcile
 from monitors.reconcile.model import ReconcileSettings
-from pipeline.queue import JobQueue
-from pipeline.stores.executions import ExecutionsStore
-from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import TrackingStore
 from pipeops.resources import StackResources
 
 Client = Callable[[str], Any]
@@ -23,30 +18,24 @@ Client = Callable[[str], Any]
 GRACE_MARGIN_SECONDS = 60
 
 
-def build(
-    resources: StackResources, client: Client, *, grace_seconds: float | None = None, max_repairs: int = 25
-) -> Reconciler:
-    lambda_client = client("lambda")
-    router = lambda_client.get_function_configuration(FunctionName=resources.RouterFunctionName)
+def build(resources: StackResources, client: Client, *, grace_seconds: float | None = None, max_repairs: int = 25) -> Reconciler:
+    """The scheduled Lambda's reconciler, for a stack seen from outside: its settings from the
+    router's configuration, its tables from the stack's Outputs."""
+    router = client("lambda").get_function_configuration(FunctionName=resources.RouterFunctionName)
     variables = (router.get("Environment") or {}).get("Variables", {})
-    dynamodb = client("dynamodb")
     settings = ReconcileSettings(
         max_slots=int(variables.get("MAX_CONCURRENT_WORKFLOWS", 10)),
         grace_seconds=float(grace_seconds if grace_seconds is not None else int(router.get("Timeout", 60)) + GRACE_MARGIN_SECONDS),
         max_repairs=max_repairs,
         processing_mode=variables.get("PROCESSING_MODE", "realtime"),
     )
-    return Reconciler(
-        semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
-        executions=ExecutionsStore(client("stepfunctions"), resources.StateMachineArn),
-        tracking=TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName),
-        send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
-        dynamodb=dynamodb,
+    target = ReconcileTarget(
         coordination_table=resources.CoordinationTableName,
-        settings=settings,
-        actor=_caller(client),
-        clock=lambda: datetime.now(UTC),
+        tracking_table=resources.TrackingTableName,
+        state_machine_arn=resources.StateMachineArn,
+        main_queue_url=resources.MainQueueUrl,
     )
+    return build_reconciler(client, target, settings, actor=_caller(client))
 
 
 def _caller(client: Client) -> str:

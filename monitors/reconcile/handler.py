@@ -6,10 +6,17 @@ only, for a team that wants to watch it first) or on demand with `{"dry_run": tr
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
-from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
+from monitors.reconcile.loop import (
+    ActionResult,
+    Reconciler,
+    ReconcileReport,
+    ReconcileTarget,
+    build_reconciler,
+    reconcile,
+)
 from monitors.reconcile.model import ActionKind, FindingKind, ReconcileSettings
 from monitors.reconcile.signals import signals
 from pipeline.aws import client
@@ -20,7 +27,6 @@ from pipeline.config import (
     ENV_RECONCILE_STALL_SECONDS,
 )
 from pipeline.handlers import _wiring
-from pipeline.stores.executions import ExecutionsStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -31,33 +37,28 @@ def _reconciler_parts() -> dict[str, Any]:
     import os
 
     settings = _wiring.settings()
+    reconcile_settings = ReconcileSettings(
+        max_slots=settings.max_concurrent_workflows,
+        grace_seconds=float(os.environ.get(ENV_RECONCILE_GRACE_SECONDS, "120")),
+        max_repairs=int(os.environ.get(ENV_RECONCILE_MAX_REPAIRS, "25")),
+        processing_mode=settings.processing_mode.value,
+        stall_seconds=float(os.environ.get(ENV_RECONCILE_STALL_SECONDS, "900")),
+    )
+    target = ReconcileTarget(
+        coordination_table=settings.require("coordination_table"),
+        tracking_table=settings.require("tracking_table"),
+        state_machine_arn=settings.require("state_machine_arn"),
+        main_queue_url=settings.require("main_queue_url"),
+    )
     return {
-        "settings": ReconcileSettings(
-            max_slots=settings.max_concurrent_workflows,
-            grace_seconds=float(os.environ.get(ENV_RECONCILE_GRACE_SECONDS, "120")),
-            max_repairs=int(os.environ.get(ENV_RECONCILE_MAX_REPAIRS, "25")),
-            processing_mode=settings.processing_mode.value,
-            stall_seconds=float(os.environ.get(ENV_RECONCILE_STALL_SECONDS, "900")),
-        ),
+        "reconciler": build_reconciler(client, target, reconcile_settings, actor="reconciler"),
         "apply": os.environ.get(ENV_RECONCILE_APPLY, "true").lower() != "false",
-        "executions": ExecutionsStore(client("stepfunctions"), settings.require("state_machine_arn")),
     }
 
 
 def _reconciler(actor: str) -> Reconciler:
-    parts = _reconciler_parts()
-    settings = _wiring.settings()
-    return Reconciler(
-        semaphore=_wiring.semaphore(),
-        executions=parts["executions"],
-        tracking=_wiring.tracking_store(),
-        send=_wiring.job_queue().send,
-        dynamodb=client("dynamodb"),
-        coordination_table=settings.require("coordination_table"),
-        settings=parts["settings"],
-        actor=actor,
-        clock=lambda: datetime.now(UTC),
-    )
+    """Built once per container; the actor (the invoked ARN, for the audit) is per invocation."""
+    return replace(_reconciler_parts()["reconciler"], actor=actor)
 
 
 _RUN_REPAIRS = (ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN)

@@ -13,7 +13,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -30,11 +30,14 @@ from monitors.reconcile.model import (
 )
 from monitors.reconcile.plan import overdue, override_plan, plan
 from pipeline.jobs import JobMessage, RunRef, format_timestamp, parse_timestamp
+from pipeline.queue import JobQueue
 from pipeline.repairs import mark_failed, release_holder
 from pipeline.status import JobStatus
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import TrackingStore
+
+Client = Callable[[str], Any]
 
 AUDIT_RETENTION = timedelta(days=30)
 # One item, overwritten by every applied run: what `pipeops status` shows of the reconciler.
@@ -190,6 +193,42 @@ class Reconciler:
             "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
         }
         self.dynamodb.put_item(TableName=self.coordination_table, Item=record)
+
+
+@dataclass(frozen=True)
+class ReconcileTarget:
+    """Where the reconciler reads and writes: the Lambda knows it from its environment, the CLI
+    from the stack's Outputs."""
+
+    coordination_table: str
+    tracking_table: str
+    state_machine_arn: str
+    main_queue_url: str
+
+
+def build_reconciler(
+    client: Client,
+    target: ReconcileTarget,
+    settings: ReconcileSettings,
+    *,
+    actor: str,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Reconciler:
+    """The one way a `Reconciler` is assembled, for the scheduled Lambda and `pipeops reconcile`
+    alike: `client(service)` returns a boto3 client (AWS or the sandbox)."""
+    dynamodb = client("dynamodb")
+    return Reconciler(
+        semaphore=Semaphore(target.coordination_table, dynamodb),
+        executions=ExecutionsStore(client("stepfunctions"), target.state_machine_arn),
+        # Claims live in the coordination table: the reconciler reads them, only ingest writes them.
+        tracking=TrackingStore(target.tracking_table, dynamodb, claims_table=target.coordination_table),
+        send=JobQueue(client("sqs"), target.main_queue_url).send,
+        dynamodb=dynamodb,
+        coordination_table=target.coordination_table,
+        settings=settings,
+        actor=actor,
+        clock=clock,
+    )
 
 
 @dataclass(frozen=True)
