@@ -1,4 +1,5 @@
-"""`pipeops reconcile`: the reconciler run on demand against a stack (AWS or the sandbox).
+"""`pipeops reconcile`: the reconciler run on demand against a stack (AWS or the sandbox), its
+history (the audit), and legacy mode for a plain counter.
 
 Builds the same `Reconciler` the scheduled Lambda runs, from the stack's Outputs and the router's
 configuration, and turns its report into the result the CLI prints (text or `--json`).
@@ -6,9 +7,14 @@ configuration, and turns its report into the result the CLI prints (text or `--j
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from monitors.reconcile import legacy
+from monitors.reconcile.audit import AuditHistory, read_history
 from monitors.reconcile.loop import Reconciler, ReconcileReport, ReconcileTarget, build_reconciler, reconcile
 from monitors.reconcile.model import ReconcileSettings
 from pipeops.resources import StackResources
@@ -56,3 +62,51 @@ def run(
 ) -> ReconcileReport:
     """One pass of the plan, or of the operator's override when `release` names holders."""
     return reconcile(build(resources, client, grace_seconds=grace_seconds), apply=apply, release=release)
+
+
+# At most this many repairs are listed (a window holding more says so: narrow --since).
+HISTORY_LIMIT = 100
+
+
+def history(client: Client, resources: StackResources, since: datetime) -> AuditHistory:
+    """The repairs written since `since`, newest first (monitors.reconcile.audit reads them)."""
+    return read_history(client("dynamodb"), resources.CoordinationTableName, since, HISTORY_LIMIT)
+
+
+@dataclass(frozen=True)
+class LegacyResult:
+    """One legacy-mode run: the sample kept from the last run, this one, the verdict, the write."""
+
+    previous: legacy.LegacySample | None
+    current: legacy.LegacySample
+    decision: legacy.LegacyDecision
+    applied: bool | None  # None: nothing was written (a dry run, or no repair decided)
+
+    @property
+    def unresolved(self) -> bool:
+        """The counter may still be wrong: waiting for a confirming run, changing, or a lost race."""
+        verdict = self.decision.verdict
+        return verdict in ("remember", "changing") or (verdict == "repair" and not self.applied)
+
+    def to_dict(self) -> Mapping[str, Any]:
+        return legacy.to_dict(self.previous, self.current, self.decision, self.applied)
+
+
+def run_legacy(
+    client: Client,
+    counter: legacy.LegacyCounter,
+    state_machine_arn: str,
+    state_file: Path,
+    *,
+    grace_seconds: float,
+    apply: bool,
+) -> LegacyResult:
+    """Sample the plain counter and the running executions, decide against the previous sample (kept
+    in `state_file` between runs), repair when two agree and `apply`, and keep this sample."""
+    previous = legacy.load_sample(state_file)
+    dynamodb = client("dynamodb")
+    current = legacy.sample(dynamodb, client("stepfunctions"), counter, state_machine_arn, datetime.now(UTC))
+    decision = legacy.decide(previous, current, grace_seconds)
+    applied = legacy.repair(dynamodb, counter, decision) if apply and decision.verdict == "repair" else None
+    legacy.save_sample(state_file, current)
+    return LegacyResult(previous, current, decision, applied)

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
 from dashboards.render import CHROMIUM, PALETTE, Box, expand_metrics, layout
-from pipeops.dashboard_cli import dashboard_app, stack_names, stack_parameters
+from pipeops.cli import dashboard_app
+from pipeops.dashboard import stack_names, stack_parameters
 from pipeops.resources import Connection
 from sandbox.template import load_template
 from tests.browser.png import Image, read_png

@@ -24,7 +24,7 @@ from dashboards.render import expand_metrics
 from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
-from pipeops.dashboard_cli import stack_names, stack_parameters
+from pipeops.dashboard import stack_names, stack_parameters
 from pipeops.resources import Connection
 from sandbox.template import load_template
 

@@ -31,7 +31,8 @@ from dashboards.build import (
 from dashboards.limits import MAX_ALARMS_PER_WIDGET, MAX_METRICS_PER_WIDGET, MAX_WIDGETS, problems
 from dashboards.render import MetricQuery, expand_metrics
 from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, NAMESPACE, STANDARD_DIMENSIONS, ResourceKind
-from pipeops.dashboard_cli import dashboard_app, fetch_metrics, metric_key, metric_queries, stack_names
+from pipeops.cli import dashboard_app
+from pipeops.dashboard import fetch_metrics, metric_key, metric_queries, stack_names
 from pipeops.resources import StackResources
 from sandbox.template import load_template
 
