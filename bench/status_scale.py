@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.goal_row import GoalRow
-from monitors.health import RECENT_CAP
+from monitors.snapshot import RECENT_CAP
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
 from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, STATUS_INDEX, _queued_run_item, to_attribute

@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from alarms.cloudformation import COMPOSITE
 from alarms.live import runbook_of
-from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.resources import StackResources
-from pipeops.views import file_outcomes, run_summary
+from pipeops.views import file_outcomes, run_summary, status
 
 if TYPE_CHECKING:
     from sandbox.sandbox import Sandbox
@@ -84,8 +83,7 @@ class ModeResult:
     seconds: float
     runs: list[dict[str, Any]]
     outcomes: dict[str, str]
-    health: dict[str, Any]
-    findings: list[dict[str, Any]]
+    status: dict[str, Any]  # what `pipeops status --json` says once the pipeline is idle
     peak_running: int
     peak_active: int
     max_concurrency: int
@@ -115,17 +113,17 @@ def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
         for key, outcome in result.outcomes.items()
         if outcome == "redacted" and key not in output_keys
     ]
-    health = result.health
-    if health["active_count"] != 0 or health["holders"]:
-        violations.append(f"semaphore not back to zero: active_count {health['active_count']}, holders {len(health['holders'])}")
-    if health["running_executions"] != 0:
-        violations.append(f"{health['running_executions']} execution(s) still running after the pipeline went idle")
+    status = result.status
+    if status["active_count"] != 0 or status["holders"]:
+        violations.append(f"semaphore not back to zero: active_count {status['active_count']}, holders {len(status['holders'])}")
+    if status["running_executions"] != 0:
+        violations.append(f"{status['running_executions']} execution(s) still running after the pipeline went idle")
     if result.peak_running > result.max_concurrency:
         violations.append(f"running executions peaked at {result.peak_running} > max {result.max_concurrency}")
     if result.peak_active > result.max_concurrency:
         violations.append(f"active_count peaked at {result.peak_active} > max {result.max_concurrency}")
-    if health["dead_letter_depth"]:
-        violations.append(f"{health['dead_letter_depth']} message(s) in the DLQ")
+    if status["dead_letter_depth"]:
+        violations.append(f"{status['dead_letter_depth']} message(s) in the DLQ")
     return violations
 
 
@@ -192,7 +190,7 @@ def run_mode(
     seconds = time.monotonic() - started
     runs_by_job = {job: store.runs_of(job) for job in job_ids}
     outcomes = accounted(keys, runs_by_job, depth)
-    snapshot = observe(resources, sandbox.client)
+    shown = status(resources, sandbox.client).to_dict()
     listing = s3.get_paginator("list_objects_v2").paginate(Bucket=resources.OutputBucketName)
     output_keys = {obj["Key"] for page in listing for obj in page.get("Contents", [])}
     result = ModeResult(
@@ -201,11 +199,10 @@ def run_mode(
         seconds=round(seconds, 2),
         runs=[run_summary(r) for job in job_ids for r in runs_by_job[job]],
         outcomes=outcomes,
-        health=snapshot.to_dict(),
-        findings=[asdict(f) for f in assess(snapshot)],
+        status=shown,
         peak_running=sampler.peak_running,
         peak_active=sampler.peak_active,
-        max_concurrency=snapshot.max_concurrency,
+        max_concurrency=shown["max_concurrency"],
         violations=[],
     )
     result.violations = check_invariants(result, output_keys)
@@ -492,7 +489,7 @@ def print_act_one(console: Any, results: Sequence[ModeResult]) -> None:
 
     for result in results:
         console.print(render.runs_table(f"{result.mode} mode: {result.files} files in {result.seconds:.1f} s", result.runs))
-        console.print(render.health_table(result.health, result.findings))
+        console.print(render.status_table(result.status))
         console.print(
             f"peak running executions {result.peak_running}, peak active_count {result.peak_active} "
             f"(max {result.max_concurrency})"

@@ -18,7 +18,7 @@ def demo(
     """Run the reference pipeline end to end on an in-process sandbox, then an incident on it.
 
     Act 1 uploads the sample dataset in blackout and in synthetic mode, shows progress until every
-    file's run is terminal, prints each job and the health snapshot, and checks the invariants.
+    file's run is terminal, prints each job and `pipeops status`, and checks the invariants.
     Act 2 leaks a slot and poisons the main queue by hand, then shows the alarms that fire, the
     reconcile that repairs the leak, the DLQ's runbook, and the alarms back to OK. Exits 1 if a
     file is lost, an invariant fails, or the incident does not play out.

@@ -27,8 +27,10 @@ def status(
     """Queue and DLQ depth, oldest message age, active_count and holders, running executions, every
     active run by status, and the runs that ended (COMPLETE, FAILED) in the last hour and 24 hours.
 
-    Exit 1 when it shows anything that pages: an alarm in ALARM, a critical finding (a DLQ message
-    is one) or a reconcile finding; 0 otherwise. Reads indexes, never the whole tracking table:
+    Then what is wrong, once, under the names the alarms and runbooks use, each with its runbook: the
+    alarms in ALARM, a message in any DLQ, every slot held with nothing running (SlotsFullIdle), a
+    stalled backlog, and the reconciler's dry-run findings. Exit 1 when anything is wrong, 0
+    otherwise. Reads indexes, never the whole tracking table:
     active runs from the sparse active index, ended runs newest first up to a cap per status (a
     count at the cap is shown as a lower bound, "≥").
     """
@@ -40,7 +42,7 @@ def status(
         render.emit_json("status", view.to_dict())
     else:
         data = view.to_dict()
-        table = render.health_table(data, data["findings"])
+        table = render.status_table(data)
         table.caption = _outcomes_caption(data)
         table.caption_justify = "left"
         render.console.print(table)
