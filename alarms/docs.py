@@ -1,6 +1,7 @@
 """docs/ALARMS.md, generated from the alarm catalog (a test fails when the file drifts).
 
-Run `python -m alarms.docs` after changing an alarm.
+Run `python -m alarms.docs` after changing an alarm or a runbook: it writes this page and the
+runbook pages' generated parts (alarms/runbook_pages.py).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from alarms.catalog import AlarmSpec, build_catalog
+from alarms.runbook_pages import write_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,13 +79,28 @@ def render_markdown(specs: Sequence[AlarmSpec]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def current() -> str:
-    from sandbox.template import load_template
+def _specs() -> list[AlarmSpec]:
+    from stack.template import load_template
 
-    return render_markdown(build_catalog(load_template()))
+    return build_catalog(load_template())
+
+
+def current() -> str:
+    return render_markdown(_specs())
+
+
+def write_all() -> list[Path]:
+    """Rewrite docs/ALARMS.md and the runbook pages' generated parts; the files changed."""
+    specs = _specs()
+    changed = write_pages(specs)
+    target = ROOT / "docs" / "ALARMS.md"
+    text = render_markdown(specs)
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+        changed.insert(0, target)
+    return changed
 
 
 if __name__ == "__main__":
-    target = ROOT / "docs" / "ALARMS.md"
-    target.write_text(current(), encoding="utf-8")
-    print(f"wrote {target.relative_to(ROOT)}")
+    written = [str(path.relative_to(ROOT)) for path in write_all()]
+    print(f"wrote {', '.join(written)}" if written else "docs/ALARMS.md and runbooks/ are up to date")

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e import ApiCallCounter, ThreadCpuMeter
+from pipeline.status import FailedFileKind
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = PROJECT_ROOT / "docs" / "PERFORMANCE.md"
@@ -311,9 +312,9 @@ def run_size(
                 "files_terminal": sum(len(r.files) for r in terminal),
                 "files_missing": len(uploaded - set(owners)),
                 "files_in_two_runs": sum(1 for n in owners.values() if n > 1),
-                "files_empty": sum(len(r.failed_files.get("empty", [])) for r in runs),
+                "files_empty": sum(len(r.failed_files.get(FailedFileKind.EMPTY, [])) for r in runs),
                 "files_failed": sum(
-                    len(r.failed_files.get(k, [])) for r in runs for k in ("detect", "redact", "unsupported")
+                    len(r.failed_files.get(k, [])) for r in runs for k in FailedFileKind if k is not FailedFileKind.EMPTY
                 ),
                 "executions": len(executions),
                 "execution_statuses": dict(Counter(e["status"] for e in executions.values())),

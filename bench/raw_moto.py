@@ -1,6 +1,6 @@
 """Raw moto throughput, in-process: the floor under everything the sandbox does.
 
-The same four operations as the table in the shared notes (notes/MOTO.md), plus the cost of building a
+The same four operations as an earlier reference measurement of moto 5.2.5 on 2 cores, plus the cost of building a
 boto3 client (moto's ASL interpreter builds one per Task state; the sandbox now reuses them,
 sandbox.moto_seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
 reports operations (or messages) per second.
@@ -25,7 +25,7 @@ EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
 PASS_MACHINE = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
 ROLE = "arn:aws:iam::123456789012:role/bench"
 
-# MOTO.md "Throughput on this kind of machine", in-process column, for the side-by-side table.
+# That reference's in-process figures, for the side-by-side table.
 MOTO_MD_REFERENCE = {
     "dynamodb_conditional_update": "~700/s",
     "sqs_send_receive_delete": "~450/s",

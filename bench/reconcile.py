@@ -50,11 +50,12 @@ from pathlib import Path
 from typing import Any
 
 from monitors.reconcile.loop import Reconciler, reconcile
-from monitors.reconcile.model import ReconcileSettings
-from pipeline.config import SEMAPHORE_KEY
+from pipeline.config import SEMAPHORE_KEY, ReconcileSettings
 from pipeline.jobs import RunRef, execution_arn, execution_name, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, JobStatus
+from pipeline.status import ACTIVE_STATUSES, JobStatus, empty_failed_files
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, RunRecord, TrackingStore
 
@@ -323,7 +324,7 @@ class World:
                 offsets += [2.0, 3.0]
             if kind == "COMPLETE":
                 account = {
-                    "failed_files": {"detect": [], "redact": [], "unsupported": [], "empty": []},
+                    "failed_files": empty_failed_files(),
                     "redaction_results": {
                         "files_total": FILES_PER_RUN,
                         "files_redacted": FILES_PER_RUN,
@@ -479,7 +480,8 @@ class World:
         ddb, sfn = session.client("dynamodb"), session.client("stepfunctions")
         meter.attach(ddb)
         meter.attach(sfn)
-        store = TrackingStore(TRACKING_TABLE, ddb) if mode == "proper" else ScanningTrackingStore(TRACKING_TABLE, ddb)
+        tracking = TrackingStore(TRACKING_TABLE, ddb)
+        runs = RunIndex(TRACKING_TABLE, ddb) if mode == "proper" else ScanningRunIndex(TRACKING_TABLE, ddb)
 
         def send(message: Any, delay: int) -> None:
             raise AssertionError("a dry run announces nothing")
@@ -487,10 +489,11 @@ class World:
         return Reconciler(
             semaphore=Semaphore(COORDINATION_TABLE, ddb),
             executions=ExecutionsStore(sfn, self.state_machine_arn),
-            tracking=store,
+            tracking=tracking,
+            claims=tracking,
+            runs=runs,
             send=send,
-            dynamodb=ddb,
-            coordination_table=COORDINATION_TABLE,
+            audit=AuditStore(COORDINATION_TABLE, ddb),
             settings=ReconcileSettings(max_slots=self.max_slots),
             actor="bench",
             clock=lambda: dt.datetime.now(dt.UTC),
@@ -500,7 +503,7 @@ class World:
         return self.semaphore.read().version
 
 
-class ScanningTrackingStore(TrackingStore):
+class ScanningRunIndex(RunIndex):
     """A reconciler without the sparse index: active runs from a paginated Scan of the whole table."""
 
     def __init__(self, table_name: str, client: Any) -> None:
@@ -528,7 +531,7 @@ class ScanningTrackingStore(TrackingStore):
 
 def _table_definitions() -> dict[str, dict[str, Any]]:
     """Table schemas as template.yaml declares them (as tests/conftest.py builds them)."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     wanted = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "BillingMode")

@@ -512,10 +512,10 @@ def _raw(raw: Sequence[Mapping[str, Any]]) -> list[str]:
     return [
         "## Raw moto throughput (same run, in-process)",
         "",
-        *_table(("operation", "this run: median (min-max)", "operations per sample", "MOTO.md (in-process)"), rows),
+        *_table(("operation", "this run: median (min-max)", "operations per sample", "moto 5.2.5 reference (in-process)"), rows),
         "",
         "Each sample runs on a fresh `mock_aws` with executing Step Functions, sequential calls from one thread. "
-        "MOTO.md's whole-pipeline figure (~20 jobs/s, one file per job) is not reproduced by this pipeline: see below.",
+        "The reference's whole-pipeline figure (~20 jobs/s, one file per job) is not reproduced by this pipeline: see below.",
         "",
     ]
 

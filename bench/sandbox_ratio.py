@@ -74,7 +74,7 @@ DESIGNED_WAITS = ("FolderSettleSeconds", "CapacityRetrySeconds")  # pipeline beh
 
 def minimal_waits() -> dict[str, str]:
     """The designed waits at the lowest value the template allows (its MinValue)."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     declared = load_template()["Parameters"]
     return {name: str(declared[name]["MinValue"]) for name in DESIGNED_WAITS}

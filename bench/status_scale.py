@@ -36,7 +36,9 @@ from bench.goal_row import GoalRow
 from monitors.snapshot import RECENT_CAP
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
-from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, STATUS_INDEX, _queued_run_item, to_attribute
+from pipeline.stores._dynamodb import to_attribute
+from pipeline.stores.run_index import STATUS_INDEX
+from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, _queued_run_item
 from sandbox import dynamodb_query
 
 SIZES = (10_000, 100_000)
@@ -235,8 +237,8 @@ def run(sizes: tuple[int, ...] = SIZES, say: Callable[[str], None] = print) -> l
     from moto import mock_aws
 
     from pipeops import views
-    from pipeops.resources import Connection
     from sandbox.deploy import deploy
+    from stack.resources import Connection
 
     _fake_aws_environment()
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)

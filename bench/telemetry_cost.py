@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.goal_row import GoalRow
+from pipeline.stack import SERVICE_NAME, SERVICE_NAME_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("default", "sdk")
@@ -146,7 +147,7 @@ def run_scenario(scenario: str, repeat: int = REPEAT, number: int = NUMBER) -> d
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "POWERTOOLS_"))}
-    env.update(POWERTOOLS_SERVICE_NAME="pipeops", POWERTOOLS_LOG_LEVEL="INFO")
+    env.update({SERVICE_NAME_ENV: SERVICE_NAME, "POWERTOOLS_LOG_LEVEL": "INFO"})
     return env
 
 

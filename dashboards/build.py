@@ -44,7 +44,9 @@ from alarms.catalog import (
 from alarms.cloudformation import COMPOSITE
 from alarms.evaluate import Comparison
 from dashboards.limits import GRID_COLUMNS, MAX_ALARMS_PER_WIDGET
-from pipeline.telemetry.catalog import CATALOG, Function, Metric, ResourceKind
+from pipeline.stack import Function
+from pipeline.telemetry.aws_catalog import ResourceKind
+from pipeline.telemetry.catalog import CATALOG, Metric
 
 OPERATIONS = "OperationsDashboard"
 DRILLDOWN = "RunDrilldownDashboard"

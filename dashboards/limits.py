@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dashboards.metric_rows import expand_metrics
+
 GRID_COLUMNS = 24
 MAX_WIDGETS = 500
 MAX_METRICS_PER_WIDGET = 500
@@ -194,8 +196,6 @@ def _geometry_problems(widget: Mapping[str, Any]) -> list[str]:
 
 
 def _metric_problems(properties: Mapping[str, Any]) -> list[str]:
-    from dashboards.render import expand_metrics  # render imports this module for the grid
-
     found = []
     annotations = properties.get("annotations")
     alarm_graph = isinstance(annotations, Mapping) and bool(annotations.get("alarms"))

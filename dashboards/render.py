@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboards.limits import GRID_COLUMNS, Cell, place, problems
+from dashboards.metric_rows import DEFAULT_PERIOD, DEFAULT_STAT, MetricQuery, expand_metrics, safe_color
 
 # --- page geometry (pixels) -------------------------------------------------------------------
 COL_PX = 50  # one grid column: 24 columns make a 1200 px dashboard
@@ -50,31 +50,12 @@ PALETTE = (
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 ANNOTATION_COLOR = "#d13212"
-DEFAULT_STAT = "Average"
-DEFAULT_PERIOD = 300
 STATE_ORDER = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
 COUNTER_STATS = frozenset({"Sum", "SampleCount"})  # drawn as bars: a count per period
 MIN_BAR_PX = 3.0  # narrower periods (long windows): counters are drawn as lines, broken at gaps
 GAP_PERIODS = 1.5  # a line breaks where consecutive points are further apart than this many periods
 MIN_WINDOW = timedelta(minutes=5)
 ALARM_COLUMN_PX = 280  # an alarm list flows into columns this wide
-_HEX_COLOR = re.compile(r"#(?:[0-9a-fA-F]{3}){1,2}")
-
-
-@dataclass(frozen=True)
-class MetricQuery:
-    """One expanded row of a metric widget: what to fetch and how to draw it. Hashable, to memoize on."""
-
-    namespace: str
-    name: str
-    dimensions: tuple[tuple[str, str], ...] = ()
-    stat: str = DEFAULT_STAT
-    period: int = DEFAULT_PERIOD
-    label: str = ""
-    color: str | None = None
-    visible: bool = True
-    expression: str | None = None  # metric math: listed, never computed offline
-    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,117 +109,6 @@ class Layout:
 Points = Sequence[tuple[datetime, float]]
 Fetch = Callable[[MetricQuery, datetime, datetime], Points]
 Logs = Callable[[str], Sequence[Mapping[str, str]]]
-
-
-# --- the compact metrics-array syntax -----------------------------------------------------------
-
-
-def expand_metrics(
-    rows: Sequence[Any], *, stat: str = DEFAULT_STAT, period: int = DEFAULT_PERIOD
-) -> list[MetricQuery]:
-    """Expand CloudWatch's compact `metrics` rows into explicit queries.
-
-    A row is `[namespace, name, dimName, dimValue, ..., {options}]`; `"."` repeats the value at
-    the same position in the previous row, and a leading `"..."` (the console's form) repeats all
-    of the previous row but the trailing values given. Options (`stat`, `period`, `label`,
-    `color`, `visible`, `id`) override the widget's `stat`/`period`. A row that is only
-    `{"expression": ...}` is metric math. Raises ValueError naming the bad row.
-    """
-    queries: list[MetricQuery] = []
-    previous: list[str] | None = None
-    for number, row in enumerate(rows):
-        if not isinstance(row, list) or not row:
-            raise ValueError(f"metrics row {number}: must be a non-empty array, not {row!r}")
-        *values, last = row
-        options = last if isinstance(last, Mapping) else {}
-        if not isinstance(last, Mapping):
-            values.append(last)
-        if any(isinstance(value, Mapping) for value in values):
-            raise ValueError(f"metrics row {number}: only the last element may be an options object")
-        defaults = (_row_stat(options, stat, number), _row_period(options, period, number))
-        if not values and "expression" in options:
-            queries.append(_expression(options, *defaults))
-            continue
-        previous = _resolve(values, previous, number)
-        queries.append(_query(previous, options, *defaults))
-    return queries
-
-
-def _resolve(values: list[Any], previous: list[str] | None, number: int) -> list[str]:
-    """Replace the `"."`/`"..."` shorthands with the previous row's values."""
-    if values[:1] == ["..."]:
-        if previous is None or len(values) - 1 > len(previous):
-            raise ValueError(f"metrics row {number}: '...' needs a longer previous metric row")
-        values = previous[: len(previous) - (len(values) - 1)] + values[1:]
-    resolved = []
-    for position, value in enumerate(values):
-        if value == ".":
-            if previous is None or position >= len(previous):
-                raise ValueError(f"metrics row {number}: '.' at position {position} has no previous value")
-            value = previous[position]
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ValueError(f"metrics row {number}: {value!r} is not a name or value")
-        resolved.append(str(value))
-    if len(resolved) < 2 or len(resolved) % 2:
-        raise ValueError(
-            f"metrics row {number}: needs namespace, metric name and name/value dimension pairs, got {resolved!r}"
-        )
-    return resolved
-
-
-def _query(values: list[str], options: Mapping[str, Any], stat: str, period: int) -> MetricQuery:
-    namespace, name, *flat = values
-    dimensions = tuple(zip(flat[::2], flat[1::2], strict=True))
-    default_label = name + (f" {' '.join(value for _, value in dimensions)}" if dimensions else "")
-    return MetricQuery(
-        namespace=namespace,
-        name=name,
-        dimensions=dimensions,
-        stat=stat,
-        period=period,
-        label=str(options.get("label") or default_label),
-        color=_color(options.get("color")),
-        visible=options.get("visible", True) is not False,
-        id=_optional_str(options.get("id")),
-    )
-
-
-def _expression(options: Mapping[str, Any], stat: str, period: int) -> MetricQuery:
-    expression = str(options["expression"])
-    return MetricQuery(
-        namespace="",
-        name="",
-        stat=stat,
-        period=period,
-        label=str(options.get("label") or expression),
-        color=_color(options.get("color")),
-        visible=options.get("visible", True) is not False,
-        expression=expression,
-        id=_optional_str(options.get("id")),
-    )
-
-
-def _row_stat(options: Mapping[str, Any], default: str, number: int) -> str:
-    value = options.get("stat", default)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"metrics row {number}: stat must be a string, not {value!r}")
-    return value
-
-
-def _row_period(options: Mapping[str, Any], default: int, number: int) -> int:
-    value = options.get("period", default)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"metrics row {number}: period must be a positive integer, not {value!r}")
-    return value
-
-
-def _color(value: Any) -> str | None:
-    """A `#rgb`/`#rrggbb` colour, or None: anything else could smuggle CSS into an attribute."""
-    return value if isinstance(value, str) and _HEX_COLOR.fullmatch(value) else None
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 # --- geometry -----------------------------------------------------------------------------------
@@ -839,7 +709,7 @@ def _horizontal_annotations(annotations: Mapping[str, Any]) -> list[_Annotation]
             _Annotation(
                 value=float(first["value"]),
                 label=str(label) if label else _number(float(first["value"]), digits=4),
-                color=_color(first.get("color")) or ANNOTATION_COLOR,
+                color=safe_color(first.get("color")) or ANNOTATION_COLOR,
                 fill=first.get("fill") if first.get("fill") in ("above", "below") else None,
                 band_to=float(ends[1]["value"]) if len(ends) > 1 else None,
             )
@@ -902,7 +772,7 @@ def _vertical_annotations(annotations: Mapping[str, Any], scale: _Scale) -> list
         if not _utc(scale.start) <= moment <= _utc(scale.end):
             continue
         x = (moment - _utc(scale.start)) / (_utc(scale.end) - _utc(scale.start)) * scale.width
-        color = _color(first.get("color")) or ANNOTATION_COLOR
+        color = safe_color(first.get("color")) or ANNOTATION_COLOR
         lines.append(
             f'<line class="annotation" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{scale.height}" stroke="{color}" '
             f'stroke-width="1.5" stroke-dasharray="6 4"/>'

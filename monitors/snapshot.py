@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline.jobs import format_timestamp
 from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
-from pipeline.stores.tracking import STATUS_INDEX
+from pipeline.stores.run_index import RunIndex
 
 # The windows ended runs are counted over, shortest first; the widest bounds the read.
 RECENT_WINDOWS: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(hours=24))
@@ -135,33 +135,6 @@ def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float
     return float(points[-1]["Maximum"]) if points else None
 
 
-def ended_since(dynamodb: Any, table: str, status: JobStatus, since: str, cap: int = RECENT_CAP) -> tuple[list[str], bool]:
-    """`updated_at` of the runs that reached `status` after `since`, newest first, at most `cap`
-    (the `by-status` index, one attribute projected); True when the read stopped at the cap."""
-    stamps: list[str] = []
-    start: dict[str, Any] | None = None
-    while True:
-        request: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#status = :s AND updated_at > :since",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {":s": {"S": status.value}, ":since": {"S": since}},
-            "ScanIndexForward": False,
-            "ProjectionExpression": "updated_at",
-            "Limit": cap - len(stamps),
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = dynamodb.query(**request)
-        stamps += [item["updated_at"]["S"] for item in response.get("Items", [])]
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            return stamps, False
-        if len(stamps) >= cap:
-            return stamps, True
-
-
 def observe(
     resources: Any,
     client: Any,
@@ -175,9 +148,9 @@ def observe(
     as the reconciler's observation read them (not read twice)."""
     now = now or datetime.now(UTC)
     sqs = client("sqs")
-    dynamodb = client("dynamodb")
+    runs = RunIndex(resources.TrackingTableName, client("dynamodb"))
     widest = format_timestamp(now - max(windows))
-    ended = {status: ended_since(dynamodb, resources.TrackingTableName, status, widest, cap) for status in ENDED_STATUSES}
+    ended = {status: runs.ended_since(status, widest, cap) for status in ENDED_STATUSES}
     return Snapshot(
         taken_at=format_timestamp(now),
         main_queue=_queue_depth(sqs, resources.MainQueueUrl),

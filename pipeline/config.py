@@ -1,7 +1,10 @@
-"""Pipeline settings: environment variable names and their resolution, in one place.
+"""Pipeline and reconciler settings: each written once, on its field, with its environment
+variable, default and lower bound.
 
 Resolution order is explicit argument > environment variable > default, as in powertools.
-Handlers call :func:`load_settings` once at import; tests build :class:`Settings` directly.
+Handlers call :func:`load_settings` (:func:`load_reconcile_settings`) once at import; tests build
+:class:`Settings` directly. template.yaml sets exactly these variables, and each Parameter that
+feeds one has the field's default as its Default (tests/unit/test_facts.py).
 """
 
 from __future__ import annotations
@@ -9,64 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from enum import StrEnum
-
-# Environment variable names (the template sets exactly these).
-ENV_TRACKING_TABLE = "TRACKING_TABLE"
-ENV_COORDINATION_TABLE = "COORDINATION_TABLE"
-ENV_INPUT_BUCKET = "INPUT_BUCKET"
-ENV_OUTPUT_BUCKET = "OUTPUT_BUCKET"
-ENV_WORK_BUCKET = "WORK_BUCKET"
-ENV_MAIN_QUEUE_URL = "MAIN_QUEUE_URL"
-ENV_STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
-ENV_PROCESSING_MODE = "PROCESSING_MODE"
-ENV_MAX_CONCURRENT_WORKFLOWS = "MAX_CONCURRENT_WORKFLOWS"
-ENV_JOB_FOLDER_DEPTH = "JOB_FOLDER_DEPTH"
-ENV_REDACTION_MODE = "REDACTION_MODE"
-ENV_PII_DETECTOR = "PII_DETECTOR"
-ENV_KMS_KEY_ARN = "KMS_KEY_ARN"
-ENV_STAGE = "STAGE"
-ENV_STALE_JOB_MINUTES = "STALE_JOB_MINUTES"
-ENV_MAX_JOBS_PER_RUN = "MAX_JOBS_PER_RUN"
-ENV_CAPACITY_RETRY_SECONDS = "CAPACITY_RETRY_SECONDS"
-ENV_FOLDER_SETTLE_SECONDS = "FOLDER_SETTLE_SECONDS"
-ENV_MAX_FAILED_FILE_PERCENT = "MAX_FAILED_FILE_PERCENT"
-ENV_BATCH_MAX_ATTEMPTS = "BATCH_MAX_ATTEMPTS"
-ENV_MAX_FILES_PER_RUN = "MAX_FILES_PER_RUN"
-# The reconciler's own settings (monitors/reconcile/handler.py).
-ENV_RECONCILE_GRACE_SECONDS = "RECONCILE_GRACE_SECONDS"
-ENV_RECONCILE_MAX_REPAIRS = "RECONCILE_MAX_REPAIRS"
-ENV_RECONCILE_STALL_SECONDS = "RECONCILE_STALL_SECONDS"
-ENV_RECONCILE_APPLY = "RECONCILE_APPLY"
-
-ALL_ENV_NAMES = (
-    ENV_TRACKING_TABLE,
-    ENV_COORDINATION_TABLE,
-    ENV_INPUT_BUCKET,
-    ENV_OUTPUT_BUCKET,
-    ENV_WORK_BUCKET,
-    ENV_MAIN_QUEUE_URL,
-    ENV_STATE_MACHINE_ARN,
-    ENV_PROCESSING_MODE,
-    ENV_MAX_CONCURRENT_WORKFLOWS,
-    ENV_JOB_FOLDER_DEPTH,
-    ENV_REDACTION_MODE,
-    ENV_PII_DETECTOR,
-    ENV_KMS_KEY_ARN,
-    ENV_STAGE,
-    ENV_STALE_JOB_MINUTES,
-    ENV_MAX_JOBS_PER_RUN,
-    ENV_CAPACITY_RETRY_SECONDS,
-    ENV_FOLDER_SETTLE_SECONDS,
-    ENV_MAX_FAILED_FILE_PERCENT,
-    ENV_BATCH_MAX_ATTEMPTS,
-    ENV_MAX_FILES_PER_RUN,
-    ENV_RECONCILE_GRACE_SECONDS,
-    ENV_RECONCILE_MAX_REPAIRS,
-    ENV_RECONCILE_STALL_SECONDS,
-    ENV_RECONCILE_APPLY,
-)
+from typing import Any
 
 SUPPORTED_EXTENSIONS = frozenset({".txt", ".csv", ".json", ".md", ".log"})
 
@@ -104,32 +52,56 @@ class ConfigurationError(Exception):
     """A setting is missing or malformed: the message names the variable to fix."""
 
 
+_ENV = "env"
+_MINIMUM = "minimum"
+
+
+def setting(default: Any, env: str, *, minimum: float | None = None) -> Any:
+    """A settings field read from the environment variable `env` (at least `minimum`, if given)."""
+    return field(default=default, metadata={_ENV: env, _MINIMUM: minimum})
+
+
+def env_name(settings_class: type, attribute: str) -> str:
+    """The environment variable that sets `attribute` of a settings class."""
+    return next(f.metadata[_ENV] for f in fields(settings_class) if f.name == attribute)
+
+
+def env_fields(settings_class: type) -> tuple[Field[Any], ...]:
+    """The fields of a settings class that an environment variable sets."""
+    return tuple(f for f in fields(settings_class) if _ENV in f.metadata)
+
+
+def minimum_of(settings_field: Field[Any]) -> float | None:
+    return settings_field.metadata.get(_MINIMUM)
+
+
 @dataclass(frozen=True)
 class Settings:
-    tracking_table: str = ""
-    coordination_table: str = ""
-    input_bucket: str = ""
-    output_bucket: str = ""
-    work_bucket: str = ""  # mappings, findings, results: apart from the outputs (empty: the output bucket)
-    main_queue_url: str = ""
-    state_machine_arn: str = ""
-    processing_mode: ProcessingMode = ProcessingMode.REALTIME
-    max_concurrent_workflows: int = 10
-    job_folder_depth: int = 1
-    redaction_mode: RedactionMode = RedactionMode.BLACKOUT
-    pii_detector: DetectorKind = DetectorKind.OFFLINE
-    kms_key_arn: str = ""
-    stage: str = "dev"
-    stale_job_minutes: int = 30
-    max_jobs_per_run: int = 50
-    capacity_retry_seconds: int = 30
-    folder_settle_seconds: int = 30
-    max_failed_file_percent: float = 50.0
+    tracking_table: str = setting("", "TRACKING_TABLE")
+    coordination_table: str = setting("", "COORDINATION_TABLE")
+    input_bucket: str = setting("", "INPUT_BUCKET")
+    output_bucket: str = setting("", "OUTPUT_BUCKET")
+    # Mappings, findings, results: apart from the outputs (empty: the output bucket).
+    work_bucket: str = setting("", "WORK_BUCKET")
+    main_queue_url: str = setting("", "MAIN_QUEUE_URL")
+    state_machine_arn: str = setting("", "STATE_MACHINE_ARN")
+    processing_mode: ProcessingMode = setting(ProcessingMode.REALTIME, "PROCESSING_MODE")
+    max_concurrent_workflows: int = setting(10, "MAX_CONCURRENT_WORKFLOWS", minimum=1)
+    job_folder_depth: int = setting(1, "JOB_FOLDER_DEPTH", minimum=0)
+    redaction_mode: RedactionMode = setting(RedactionMode.BLACKOUT, "REDACTION_MODE")
+    pii_detector: DetectorKind = setting(DetectorKind.OFFLINE, "PII_DETECTOR")
+    kms_key_arn: str = setting("", "KMS_KEY_ARN")
+    stage: str = setting("dev", "STAGE")
+    stale_job_minutes: int = setting(30, "STALE_JOB_MINUTES", minimum=1)
+    max_jobs_per_run: int = setting(50, "MAX_JOBS_PER_RUN", minimum=1)
+    capacity_retry_seconds: int = setting(30, "CAPACITY_RETRY_SECONDS", minimum=0)
+    folder_settle_seconds: int = setting(30, "FOLDER_SETTLE_SECONDS", minimum=0)
+    max_failed_file_percent: float = setting(50.0, "MAX_FAILED_FILE_PERCENT", minimum=0)
     # Runs of one job in batch mode, the first included, before its failure is final (>= 1).
-    batch_max_attempts: int = 3
+    batch_max_attempts: int = setting(3, "BATCH_MAX_ATTEMPTS", minimum=1)
     # A larger folder becomes several runs: ingest closes a pending run at this many files, the
     # batch trigger splits a folder into runs of at most this many.
-    max_files_per_run: int = DEFAULT_MAX_FILES_PER_RUN
+    max_files_per_run: int = setting(DEFAULT_MAX_FILES_PER_RUN, "MAX_FILES_PER_RUN", minimum=1)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def require(self, attribute: str) -> str:
@@ -137,60 +109,78 @@ class Settings:
         value = getattr(self, attribute)
         if not value:
             raise ConfigurationError(
-                f"setting {attribute!r} is empty: set the environment variable {attribute.upper()}"
+                f"setting {attribute!r} is empty: set the environment variable {env_name(Settings, attribute)}"
             )
         return value
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(name)
-    if raw in (None, ""):
-        return default
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """What the reconciler decides by. The slots and the mode are the pipeline's own settings
+    (the same variables); the rest are the reconciler function's."""
+
+    max_slots: int = setting(Settings.max_concurrent_workflows, "MAX_CONCURRENT_WORKFLOWS", minimum=1)
+    # A holder or run younger than this may still be in a router's hands (router timeout + margin).
+    grace_seconds: float = setting(120.0, "RECONCILE_GRACE_SECONDS", minimum=0)
+    # At most this many repairs a run; the rest wait for the next run (level-triggered).
+    max_repairs: int = setting(25, "RECONCILE_MAX_REPAIRS", minimum=1)
+    # Releasing more holders than this share of the max at once suspects the observer, not the world.
+    implausible_share: float = 0.5
+    processing_mode: ProcessingMode = setting(Settings.processing_mode, "PROCESSING_MODE")
+    # A run announced this many times by the reconciler that never started is marked FAILED.
+    max_announcements: int = 3
+    # A QUEUED run older than this, with nothing moving for as long, is a stalled backlog.
+    stall_seconds: float = setting(900.0, "RECONCILE_STALL_SECONDS", minimum=0)
+    # False: the scheduled run reports only (findings and metrics, no repair).
+    apply: bool = setting(True, "RECONCILE_APPLY")
+
+
+# Every variable the settings read (the template sets no other, besides powertools' and OTel's).
+ALL_ENV_NAMES = frozenset(f.metadata[_ENV] for cls in (Settings, ReconcileSettings) for f in env_fields(cls))
+
+
+def _parse(settings_field: Field[Any], raw: str) -> object:
+    """One variable's value as its field's type (the default's), checked against its bound."""
+    name, default = settings_field.metadata[_ENV], settings_field.default
+    if isinstance(default, StrEnum):
+        try:
+            return type(default)(raw.lower())
+        except ValueError as exc:
+            allowed = ", ".join(member.value for member in type(default))
+            raise ConfigurationError(f"{name} must be one of {allowed}; got {raw!r}") from exc
+    if isinstance(default, bool):
+        if raw.lower() not in ("true", "false"):
+            raise ConfigurationError(f"{name} must be true or false, got {raw!r}")
+        return raw.lower() == "true"
+    if isinstance(default, str):
+        return raw
+    kind = type(default)
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
-    if value < minimum:
+        raise ConfigurationError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from exc
+    minimum = minimum_of(settings_field)
+    if minimum is not None and value < minimum:
         raise ConfigurationError(f"{name} must be >= {minimum}, got {value}")
     return value
 
 
-def _enum(env: Mapping[str, str], name: str, kind: type[StrEnum], default: StrEnum) -> StrEnum:
-    raw = env.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return kind(raw.lower())
-    except ValueError as exc:
-        allowed = ", ".join(member.value for member in kind)
-        raise ConfigurationError(f"{name} must be one of {allowed}; got {raw!r}") from exc
+def _from_env(settings_class: type, env: Mapping[str, str], overrides: Mapping[str, object]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for settings_field in env_fields(settings_class):
+        raw = env.get(settings_field.metadata[_ENV])
+        if raw not in (None, ""):
+            values[settings_field.name] = _parse(settings_field, raw)
+    return values | dict(overrides)
 
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Resolve settings: explicit overrides > environment > defaults."""
-    env = os.environ if env is None else env
-    values: dict[str, object] = {
-        "tracking_table": env.get(ENV_TRACKING_TABLE, ""),
-        "coordination_table": env.get(ENV_COORDINATION_TABLE, ""),
-        "input_bucket": env.get(ENV_INPUT_BUCKET, ""),
-        "output_bucket": env.get(ENV_OUTPUT_BUCKET, ""),
-        "work_bucket": env.get(ENV_WORK_BUCKET, ""),
-        "main_queue_url": env.get(ENV_MAIN_QUEUE_URL, ""),
-        "state_machine_arn": env.get(ENV_STATE_MACHINE_ARN, ""),
-        "processing_mode": _enum(env, ENV_PROCESSING_MODE, ProcessingMode, ProcessingMode.REALTIME),
-        "max_concurrent_workflows": _int(env, ENV_MAX_CONCURRENT_WORKFLOWS, 10, minimum=1),
-        "job_folder_depth": _int(env, ENV_JOB_FOLDER_DEPTH, 1),
-        "redaction_mode": _enum(env, ENV_REDACTION_MODE, RedactionMode, RedactionMode.BLACKOUT),
-        "pii_detector": _enum(env, ENV_PII_DETECTOR, DetectorKind, DetectorKind.OFFLINE),
-        "kms_key_arn": env.get(ENV_KMS_KEY_ARN, ""),
-        "stage": env.get(ENV_STAGE, "dev"),
-        "stale_job_minutes": _int(env, ENV_STALE_JOB_MINUTES, 30, minimum=1),
-        "max_jobs_per_run": _int(env, ENV_MAX_JOBS_PER_RUN, 50, minimum=1),
-        "capacity_retry_seconds": _int(env, ENV_CAPACITY_RETRY_SECONDS, 30),
-        "folder_settle_seconds": _int(env, ENV_FOLDER_SETTLE_SECONDS, 30),
-        "max_failed_file_percent": float(_int(env, ENV_MAX_FAILED_FILE_PERCENT, 50)),
-        "batch_max_attempts": _int(env, ENV_BATCH_MAX_ATTEMPTS, 3, minimum=1),
-        "max_files_per_run": _int(env, ENV_MAX_FILES_PER_RUN, DEFAULT_MAX_FILES_PER_RUN, minimum=1),
-    }
-    values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
+    return Settings(**_from_env(Settings, os.environ if env is None else env, overrides))  # type: ignore[arg-type]
+
+
+def load_reconcile_settings(env: Mapping[str, str] | None = None, **overrides: object) -> ReconcileSettings:
+    """The reconciler's settings: explicit overrides > environment > defaults. The CLI passes the
+    router's environment (the stack's slots and mode; the reconciler's own variables default)."""
+    values = _from_env(ReconcileSettings, os.environ if env is None else env, overrides)
+    return ReconcileSettings(**values)  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 A job's pending run is QUEUED and still accepts files; its message is sent once, when the run is
 created, with a delay for folder jobs so files uploaded together land in one run. A file that
 arrives after the router froze the run starts the next run: no file is dropped because its
-folder already started (DESIGN.md failure mode 10). A pending run also closes when it holds
+folder already started (docs/ARCHITECTURE.md#files-dropped-by-folder-batching). A pending run also closes when it holds
 `MaxFilesPerRun` files (a condition of the join): a large folder becomes several runs, none of its
 files dropped, each run small enough for AWS's size limits.
 

@@ -92,3 +92,27 @@ class ExecutionStatus(StrEnum):
 
 FAILED_EXECUTION_STATUSES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.ABORTED})
 TERMINAL_EXECUTION_STATUSES = FAILED_EXECUTION_STATUSES | {ExecutionStatus.SUCCEEDED}
+
+
+class FileOutcome(StrEnum):
+    """What a per-file task says of its file: the `outcome` of its result and of its Map item."""
+
+    OK = "ok"  # detected: text, with its entities counted
+    EMPTY = "empty"  # detected: no text (written out empty, counted apart)
+    REDACTED = "redacted"  # its redacted copy is written
+    SKIPPED = "skipped"  # redaction: nothing to redact, its detection failed
+    FAILED = "failed"  # the task failed on it (error and cause are stored)
+
+
+class FailedFileKind(StrEnum):
+    """The lists of a run's `failed_files`: the files that were not redacted, and why."""
+
+    DETECT = "detect"  # detection failed: {key, error, message}
+    REDACT = "redact"  # redaction failed: {key, error, message}
+    UNSUPPORTED = "unsupported"  # an extension the pipeline does not read: its key
+    EMPTY = "empty"  # no text: its key (written out empty; not a failure)
+
+
+def empty_failed_files() -> dict[str, list[object]]:
+    """A run's `failed_files` with nothing in any list."""
+    return {kind.value: [] for kind in FailedFileKind}

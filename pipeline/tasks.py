@@ -42,7 +42,7 @@ from pipeline.aws import error_code
 from pipeline.config import RedactionMode
 from pipeline.jobs import RunRef
 from pipeline.pii.types import PiiDetector
-from pipeline.status import JobStatus
+from pipeline.status import FailedFileKind, FileOutcome, JobStatus
 from pipeline.stores.tracking import TrackingStore
 
 # The message of a failed file as the tracking record keeps it (with its key and error name).
@@ -135,7 +135,7 @@ def hand_back(event: Mapping[str, Any], artifacts: ArtifactStore, result: Mappin
         small["redacted"] = True
     if result["phase"] == REDACT_PHASE and result.get("replacements"):
         small["replacements"] = int(result["replacements"])
-    if result["outcome"] != "failed" and _summary_size(small) <= SUMMARY_MAX_BYTES:
+    if result["outcome"] != FileOutcome.FAILED and _summary_size(small) <= SUMMARY_MAX_BYTES:
         return small
     artifacts.write_result(event["execution_name"], result["phase"], dict(result))
     return {"outcome": result["outcome"], "stored": True} | ({"redacted": True} if result.get("redacted") else {})
@@ -160,15 +160,15 @@ def detect_file(event: Mapping[str, Any], artifacts: ArtifactStore, detector: Pi
     try:
         text, etag = artifacts.read_text(event["bucket"], file_key)
     except NotUtf8Error as exc:
-        return result | {"outcome": "failed", "error": "NotUtf8", "message": str(exc), "cause": str(exc)}
+        return result | {"outcome": FileOutcome.FAILED.value, "error": "NotUtf8", "message": str(exc), "cause": str(exc)}
     if not text:
-        result["outcome"] = "empty"
+        result["outcome"] = FileOutcome.EMPTY.value
         if in_one_pass:
             artifacts.write_output(file_key, "")
             result["redacted"] = True
         return result
     entities = tuple(detector.detect(text))
-    result |= {"outcome": "ok", "entity_counts": dict(Counter(e.type for e in entities))}
+    result |= {"outcome": FileOutcome.OK.value, "entity_counts": dict(Counter(e.type for e in entities))}
     if in_one_pass:
         artifacts.write_output(file_key, blackout(text, entities))
         result |= {"redacted": True, "replacements": len(entities)}
@@ -198,7 +198,7 @@ def generate_synthetic(event: Mapping[str, Any], artifacts: ArtifactStore, secre
 
     values: dict[str, set[str]] = {}
     for file_key, detection in _detections(event):
-        if not detection or detection.get("outcome") != "ok":
+        if not detection or detection.get("outcome") != FileOutcome.OK:
             continue
         findings = artifacts.read_findings(findings_key(event["execution_name"], file_key))
         text, _ = artifacts.read_text(event["bucket"], findings.file_key, findings.etag)
@@ -221,11 +221,11 @@ def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str,
     if not detection:
         raise ResultMissingError("no detection result for this file")
     result: dict[str, Any] = {"file_key": file_key, "phase": REDACT_PHASE, "output_key": None, "replacements": 0}
-    if detection.get("outcome") == "empty":
+    if detection.get("outcome") == FileOutcome.EMPTY:
         artifacts.write_output(file_key, "")
-        result |= {"outcome": "redacted", "output_key": file_key}
-    elif detection.get("outcome") != "ok":
-        result["outcome"] = "skipped"
+        result |= {"outcome": FileOutcome.REDACTED.value, "output_key": file_key}
+    elif detection.get("outcome") != FileOutcome.OK:
+        result["outcome"] = FileOutcome.SKIPPED.value
     else:
         findings = artifacts.read_findings(findings_key(event["execution_name"], file_key))
         text, _ = artifacts.read_text(event["bucket"], file_key, findings.etag)
@@ -234,7 +234,7 @@ def redact_file(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[str,
         else:
             redacted = blackout(text, findings.entities)
         artifacts.write_output(file_key, redacted)
-        result |= {"outcome": "redacted", "output_key": file_key, "replacements": len(findings.entities)}
+        result |= {"outcome": FileOutcome.REDACTED.value, "output_key": file_key, "replacements": len(findings.entities)}
     return result
 
 
@@ -262,7 +262,7 @@ def record_failure(event: Mapping[str, Any], artifacts: ArtifactStore) -> dict[s
     result = {
         "file_key": event["file_key"],
         "phase": event["phase"],
-        "outcome": "failed",
+        "outcome": FileOutcome.FAILED.value,
         "error": truncate_utf8(str(error.get("Error") or "Unknown"), MAX_ERROR_NAME_BYTES),
         "message": error_message(cause),
         "cause": truncate_utf8(cause, MAX_CAUSE_BYTES),
@@ -307,7 +307,7 @@ def _missing(file_key: str, phase: str) -> dict[str, Any]:
     return {
         "file_key": file_key,
         "phase": phase,
-        "outcome": "failed",
+        "outcome": FileOutcome.FAILED.value,
         "error": RESULT_MISSING,
         "message": f"no {phase} result was stored for this file",
     }
@@ -347,7 +347,7 @@ def resolve_results(
 
 def _redacted_in_one_pass(detection: Mapping[str, Any]) -> dict[str, Any]:
     counts = detection.get("entity_counts") or {}
-    return {"outcome": "redacted", "replacements": int(detection.get("replacements", sum(counts.values())))}
+    return {"outcome": FileOutcome.REDACTED.value, "replacements": int(detection.get("replacements", sum(counts.values())))}
 
 
 def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Tolerance) -> dict[str, Any]:
@@ -372,7 +372,7 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
             [
                 (key, redaction)
                 for key, redaction in _paired([key for key, _ in handed_back], event.get("redactions"))
-                if not detections[key].get("redacted") and detections[key].get("outcome") != "failed"
+                if not detections[key].get("redacted") and detections[key].get("outcome") != FileOutcome.FAILED
             ],
         )
     detect_failed: list[dict[str, str]] = []
@@ -383,25 +383,30 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
     for key in files:
         detection = detections[key]
         entities.update(detection.get("entity_counts") or {})
-        if detection.get("outcome") == "failed":
+        if detection.get("outcome") == FileOutcome.FAILED:
             detect_failed.append(_failure(detection))
             continue
-        if detection.get("outcome") == "empty":
+        if detection.get("outcome") == FileOutcome.EMPTY:
             empty.append(key)
         if phase != "complete":
             continue
         redaction = _redacted_in_one_pass(detection) if detection.get("redacted") else redactions[key]
-        if redaction.get("outcome") == "redacted":
+        if redaction.get("outcome") == FileOutcome.REDACTED:
             redacted += 1
             replacements += int(redaction.get("replacements") or 0)
-        elif redaction.get("outcome") == "failed":
+        elif redaction.get("outcome") == FileOutcome.FAILED:
             redact_failed.append(_failure(redaction))
         else:  # detected (or empty) but not redacted: never silently skipped
             redact_failed.append(
                 {"key": key, "error": NOT_REDACTED, "message": f"redaction ended {redaction.get('outcome')!r}"}
             )
     unsupported = sorted(set(event.get("unsupported") or ()))
-    failed_files = {"detect": detect_failed, "redact": redact_failed, "unsupported": unsupported, "empty": sorted(empty)}
+    failed_files = {
+        FailedFileKind.DETECT.value: detect_failed,
+        FailedFileKind.REDACT.value: redact_failed,
+        FailedFileKind.UNSUPPORTED.value: unsupported,
+        FailedFileKind.EMPTY.value: sorted(empty),
+    }
     total = len(files)
     failed = len(detect_failed) + len(redact_failed)
     redaction_results = {

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeops.resources import Connection, StackResources
+from stack.resources import Connection, StackResources
 
 MAX_QUERIES_PER_CALL = 500  # GetMetricData's limit on MetricDataQueries
 STANDARD_STATISTICS = frozenset({"SampleCount", "Average", "Sum", "Minimum", "Maximum"})
@@ -75,7 +75,7 @@ def built_body(connection: Connection, resources: StackResources) -> dict[str, A
     """The operations body built from this checkout's template, resolved for the deployed stack."""
     from alarms.catalog import build_catalog
     from dashboards.build import operations_body, resolve
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     template = load_template()
     names = stack_names(
@@ -105,7 +105,7 @@ def deployed_body(cloudwatch: Any, name: str) -> dict[str, Any] | None:
 
 def metric_queries(body: Mapping[str, Any]) -> list[Any]:
     """Every metric the renderer will fetch: visible metric rows, expanded as the page expands them."""
-    from dashboards.render import DEFAULT_PERIOD, DEFAULT_STAT, expand_metrics
+    from dashboards.metric_rows import DEFAULT_PERIOD, DEFAULT_STAT, expand_metrics
 
     queries = []
     for widget in body.get("widgets", []):

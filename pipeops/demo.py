@@ -1,7 +1,7 @@
 """`pipeops demo`: the reference pipeline end to end on an in-process sandbox, then an incident.
 
 Act 1 uploads the sample dataset once per redaction mode, follows every file until its run is
-terminal, then checks the invariants of DESIGN.md §5: no file lost, the semaphore back to zero
+terminal, then checks the invariants of docs/ARCHITECTURE.md#how-it-is-checked: no file lost, the semaphore back to zero
 with no holder, running executions never above the max, nothing in the DLQ.
 
 Act 2 breaks the last sandbox by hand, as production breaks: a slot leaked by a router that died
@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 from alarms.cloudformation import COMPOSITE
 from alarms.live import runbook_of
 from pipeline.jobs import job_id_for_key
-from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.status import FileOutcome, JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
-from pipeops.resources import StackResources
 from pipeops.views import file_outcomes, run_summary, status
+from stack.resources import StackResources
 
 if TYPE_CHECKING:
     from sandbox.sandbox import Sandbox
@@ -106,12 +107,12 @@ def accounted(keys: list[str], runs_by_job: dict[str, list[RunRecord]], depth: i
 
 
 def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
-    """The DESIGN.md §5 invariants, as readable violations (empty when all hold)."""
+    """The invariants (docs/ARCHITECTURE.md#how-it-is-checked), as readable violations (empty when all hold)."""
     violations = [f"file never reached a terminal outcome: {key}" for key, o in result.outcomes.items() if not o]
     violations += [
         f"file reported redacted but no output copy exists: {key}"
         for key, outcome in result.outcomes.items()
-        if outcome == "redacted" and key not in output_keys
+        if outcome == FileOutcome.REDACTED and key not in output_keys
     ]
     status = result.status
     if status["active_count"] != 0 or status["holders"]:
@@ -163,13 +164,13 @@ def run_mode(
 ) -> ModeResult:
     depth = 1
     resources = resources_of(sandbox)
-    dynamodb, sfn, s3 = sandbox.client("dynamodb"), sandbox.client("stepfunctions"), sandbox.client("s3")
+    dynamodb, s3 = sandbox.client("dynamodb"), sandbox.client("s3")
     store = TrackingStore(resources.TrackingTableName, dynamodb)
     semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
+    executions = ExecutionsStore(sandbox.client("stepfunctions"), resources.StateMachineArn)
 
     def peaks() -> tuple[int, int]:
-        running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
-        return len(running["executions"]), semaphore.read().active_count
+        return sum(1 for _ in executions.running()), semaphore.read().active_count
 
     keys = sorted(files)
     started = time.monotonic()

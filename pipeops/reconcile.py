@@ -14,26 +14,26 @@ from pathlib import Path
 from typing import Any
 
 from monitors.reconcile import legacy
-from monitors.reconcile.audit import AuditHistory, read_history
-from monitors.reconcile.loop import Reconciler, ReconcileReport, ReconcileTarget, build_reconciler, reconcile
-from monitors.reconcile.model import ReconcileSettings
-from pipeops.resources import StackResources
+from monitors.reconcile.build import ReconcileTarget, build_reconciler
+from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
+from pipeline.config import load_reconcile_settings
+from pipeline.stores.audit import AuditHistory, AuditStore
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 # A slot younger than the router's timeout plus this may still be in a router's hands.
 GRACE_MARGIN_SECONDS = 60
 
 
-def build(resources: StackResources, client: Client, *, grace_seconds: float | None = None, max_repairs: int = 25) -> Reconciler:
+def build(resources: StackResources, client: Client, *, grace_seconds: float | None = None) -> Reconciler:
     """The scheduled Lambda's reconciler, for a stack seen from outside: its settings from the
     router's configuration, its tables from the stack's Outputs."""
     router = client("lambda").get_function_configuration(FunctionName=resources.RouterFunctionName)
     variables = (router.get("Environment") or {}).get("Variables", {})
-    settings = ReconcileSettings(
-        max_slots=int(variables.get("MAX_CONCURRENT_WORKFLOWS", 10)),
+    # The router's variables give the stack's slots and mode; the reconciler's own keep their defaults.
+    settings = load_reconcile_settings(
+        variables,
         grace_seconds=float(grace_seconds if grace_seconds is not None else int(router.get("Timeout", 60)) + GRACE_MARGIN_SECONDS),
-        max_repairs=max_repairs,
-        processing_mode=variables.get("PROCESSING_MODE", "realtime"),
     )
     target = ReconcileTarget(
         coordination_table=resources.CoordinationTableName,
@@ -69,8 +69,8 @@ HISTORY_LIMIT = 100
 
 
 def history(client: Client, resources: StackResources, since: datetime) -> AuditHistory:
-    """The repairs written since `since`, newest first (monitors.reconcile.audit reads them)."""
-    return read_history(client("dynamodb"), resources.CoordinationTableName, since, HISTORY_LIMIT)
+    """The repairs written since `since`, newest first (pipeline.stores.audit reads them)."""
+    return AuditStore(resources.CoordinationTableName, client("dynamodb")).history(since, HISTORY_LIMIT)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from alarms.text import shorten
+from pipeline.status import FailedFileKind
 
 # The envelope's version: raised when a result's shape changes incompatibly (2: `status` says what is
 # wrong in one `findings` list, by the names the alarms and runbooks use; README: JSON output).
@@ -74,10 +75,10 @@ def _entities(entities: Mapping[str, int]) -> str:
 
 def _failed(failed: Mapping[str, Sequence[Any]]) -> str:
     parts = []
-    for entry in list(failed.get("detect", [])) + list(failed.get("redact", [])):
+    for entry in list(failed.get(FailedFileKind.DETECT, [])) + list(failed.get(FailedFileKind.REDACT, [])):
         parts.append(f"{entry['key']} ({entry.get('error')})")
-    parts += [f"{key} (unsupported)" for key in failed.get("unsupported", [])]
-    parts += [f"{key} (empty)" for key in failed.get("empty", [])]
+    for kind in (FailedFileKind.UNSUPPORTED, FailedFileKind.EMPTY):
+        parts += [f"{key} ({kind})" for key in failed.get(kind, [])]
     return "\n".join(parts) or "-"
 
 
@@ -223,7 +224,7 @@ def _by(record: Mapping[str, Any]) -> str:
 
 def history_table(title: str, history: Mapping[str, Any]) -> Table:
     """The reconciler's repairs, newest first: when, what on which target and why, what it
-    observed and what it wrote (monitors.reconcile.audit), by whom."""
+    observed and what it wrote (pipeline.stores.audit), by whom."""
     records = history["records"]
     more = " (more: narrow --since)" if history["truncated"] else ""
     read = " (read by scanning the table: redeploy for the audit index)" if history["method"] == "scan" else ""

@@ -28,7 +28,7 @@ class RunbookEntry:
 def _alarms_by_runbook() -> dict[str, list[str]]:
     """Each runbook id's alarms (deployed suffixes), from the template's alarm catalog."""
     from alarms.catalog import build_catalog
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     found: dict[str, list[str]] = {runbook.value: [] for runbook in Runbook}
     for spec in build_catalog(load_template()):

@@ -90,7 +90,7 @@ def strip_block(text: str) -> str:
 
 def build_text(text: str) -> str:
     """The template text with a freshly generated block right before `Outputs:`."""
-    from sandbox.template import CfnLoader
+    from stack.template import CfnLoader
 
     hand_written = strip_block(text)
     if ANCHOR not in hand_written:

@@ -19,10 +19,13 @@ from monitors.reconcile.loop import observed_summary
 from monitors.reconcile.model import Finding, FindingKind, Observation
 from monitors.reconcile.signals import Signals
 from monitors.snapshot import Snapshot, observe
-from pipeline.status import JobStatus
-from pipeline.stores.tracking import STATUS_INDEX, RunRecord, TrackingStore
-from pipeops.resources import StackResources
+from pipeline.status import FailedFileKind, FileOutcome, JobStatus
+from pipeline.stores.audit import AUDIT_RETENTION, AuditStore
+from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
+from pipeline.stores.tracking import RunRecord, TrackingStore
 from runbooks.catalog import Runbook
+from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 
@@ -140,7 +143,7 @@ class StatusView:
     observed: Observation
     snapshot: Snapshot
     findings: list[StatusFinding]
-    # The reconciler's last applied run and its newest repairs (monitors.reconcile.audit), newest first.
+    # The reconciler's last applied run and its newest repairs (pipeline.stores.audit), newest first.
     reconciler_last_run: dict[str, Any] | None = None
     recent_repairs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -168,7 +171,6 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
     """The reconciler's dry run, the numbers, and the alarms firing (`now`: the moment the windows
     of ended runs end at; default the clock)."""
     from alarms.live import list_alarms
-    from monitors.reconcile.loop import AUDIT_RETENTION, last_run
     from monitors.reconcile.signals import signals
     from pipeops import reconcile
 
@@ -182,14 +184,15 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
         for view in list_alarms(client("cloudwatch"), resources.stack_name)
         if view.state == "ALARM"
     ]
-    dynamodb = client("dynamodb")
+    audit = AuditStore(resources.CoordinationTableName, client("dynamodb"))
+    last_run = audit.last_run()
     return StatusView(
         resources.stack_name,
         dry.observed,
         snapshot,
         status_findings(resources.stack_name, dry.plan.findings, signals(dry.observed), snapshot, firing),
-        reconciler_last_run=last_run(dynamodb, resources.CoordinationTableName),
-        recent_repairs=_recent_repairs(dynamodb, resources.CoordinationTableName, (now or datetime.now(UTC)) - AUDIT_RETENTION),
+        reconciler_last_run=last_run.to_dict() if last_run else None,
+        recent_repairs=_recent_repairs(audit, (now or datetime.now(UTC)) - AUDIT_RETENTION),
     )
 
 
@@ -210,12 +213,10 @@ def _one_client_per_service(client: Client) -> Client:
 RECENT_REPAIRS = 5
 
 
-def _recent_repairs(dynamodb: Any, table: str, since: datetime) -> list[dict[str, Any]]:
+def _recent_repairs(audit: AuditStore, since: datetime) -> list[dict[str, Any]]:
     """The newest repairs from the audit index; none on a stack without it (status never scans the
     coordination table: `pipeops reconcile --history` does, saying so)."""
-    from monitors.reconcile.audit import read_history
-
-    history = read_history(dynamodb, table, since, RECENT_REPAIRS, scan_without_index=False)
+    history = audit.history(since, RECENT_REPAIRS, scan_without_index=False)
     return [record.to_dict() for record in history.records]
 
 
@@ -228,35 +229,10 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "files": len(record.files),
         "entities": dict(record.redaction_results.get("entities_by_type", {})),
-        "failed": {kind: failed.get(kind, []) for kind in ("detect", "redact", "unsupported", "empty")},
+        "failed": {kind.value: failed.get(kind, []) for kind in FailedFileKind},
         "error": record.error,
         "execution_arn": record.execution_arn,
     }
-
-
-def newest_with_status(dynamodb: Any, table: str, status: JobStatus, limit: int) -> list[RunRecord]:
-    """The `limit` most recently updated runs in `status`: the `by-status` index newest first,
-    asking for no more than are still missing, so about `limit` items are read."""
-    records: list[RunRecord] = []
-    start: dict[str, Any] | None = None
-    while len(records) < limit:
-        request: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#status = :s",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {":s": {"S": status.value}},
-            "ScanIndexForward": False,
-            "Limit": limit - len(records),
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = dynamodb.query(**request)
-        records += [RunRecord.from_item(item) for item in response.get("Items", [])]
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            break
-    return records
 
 
 def merge_newest(per_status: Iterable[Sequence[RunRecord]], limit: int) -> list[RunRecord]:
@@ -269,9 +245,9 @@ def jobs(resources: StackResources, client: Client, status_filter: JobStatus | N
     """The newest `limit` runs (of one status, or of all: each status asked for `limit`, merged)."""
     if limit <= 0:
         return []
-    dynamodb = client("dynamodb")
+    runs = RunIndex(resources.TrackingTableName, client("dynamodb"))
     statuses = [status_filter] if status_filter else list(JobStatus)
-    per_status = [newest_with_status(dynamodb, resources.TrackingTableName, s, limit) for s in statuses]
+    per_status = [runs.newest(s, limit) for s in statuses]
     return [run_summary(r) for r in merge_newest(per_status, limit)]
 
 
@@ -291,30 +267,26 @@ def file_outcomes(record: RunRecord) -> dict[str, str]:
     """Each file of a run and what became of it."""
     failed = record.failed_files
     outcomes: dict[str, str] = {}
-    for entry in failed.get("detect", []):
-        outcomes[entry["key"]] = f"failed in detect: {entry.get('error')}"
-    for entry in failed.get("redact", []):
-        outcomes[entry["key"]] = f"failed in redact: {entry.get('error')}"
-    for key in failed.get("unsupported", []):
-        outcomes[key] = "unsupported"
-    for key in failed.get("empty", []):
-        outcomes[key] = "empty"
+    for kind in (FailedFileKind.DETECT, FailedFileKind.REDACT):
+        for entry in failed.get(kind, []):
+            outcomes[entry["key"]] = f"failed in {kind}: {entry.get('error')}"
+    for kind in (FailedFileKind.UNSUPPORTED, FailedFileKind.EMPTY):
+        for key in failed.get(kind, []):
+            outcomes[key] = kind.value
     for key in record.files:
         if key not in outcomes:
-            outcomes[key] = "redacted" if record.status is JobStatus.COMPLETE else record.status.value.lower()
+            outcomes[key] = FileOutcome.REDACTED.value if record.status is JobStatus.COMPLETE else record.status.value.lower()
     return dict(sorted(outcomes.items()))
 
 
-def _state_path(sfn: Any, execution_arn: str | None) -> list[str]:
+def _state_path(executions: ExecutionsStore, execution_arn: str | None) -> list[str]:
     if not execution_arn:
         return []
     path: list[str] = []
-    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
-    for page in pages:
-        for event in page["events"]:
-            entered = event.get("stateEnteredEventDetails")
-            if entered and (not path or path[-1] != entered["name"]):
-                path.append(entered["name"])
+    for event in executions.history(execution_arn):
+        entered = event.get("stateEnteredEventDetails")
+        if entered and (not path or path[-1] != entered["name"]):
+            path.append(entered["name"])
     return path
 
 
@@ -348,7 +320,7 @@ def job_detail(resources: StackResources, client: Client, job_id: str, log_limit
     return JobDetail(
         job_id=job_id,
         runs=[run_summary(r) for r in runs],
-        state_path=_state_path(client("stepfunctions"), latest.execution_arn),
+        state_path=_state_path(ExecutionsStore(client("stepfunctions"), resources.StateMachineArn), latest.execution_arn),
         file_outcomes=file_outcomes(latest),
         log_lines=_log_lines(client("logs"), resources.function_names, job_id, log_limit),
     )

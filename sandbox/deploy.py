@@ -1,4 +1,4 @@
-"""Deploy the very same `template.yaml` into moto (DESIGN.md §4).
+"""Deploy the very same `template.yaml` into moto (docs/ARCHITECTURE.md#sandbox).
 
     template.yaml --(sandbox.template.transform: sam package + SAM transform, offline)--> JSON
         --(CloudFormation create_stack, parameters passed through)--> moto creates what it can
@@ -46,14 +46,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from pipeline.stack import DEFAULT_STACK_NAME
 from sandbox import lambda_logging
 from sandbox.clients import sandbox_client
 from sandbox.clock import TimeScale
-from sandbox.template import TEMPLATE_PATH, load_template, transform
+from sandbox.template import transform
+from stack.template import TEMPLATE_PATH, load_template
 
 LOG = logging.getLogger("sandbox.deploy")
 
-DEFAULT_STACK_NAME = "pipeops"
 CAPABILITIES = ("CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND")
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
 # At or below this time-scale factor, Retry backoff is flattened (see scale_definition).

@@ -1,4 +1,4 @@
-"""The parts of EventBridge that moto lacks (DESIGN.md §4): Lambda targets, execution status
+"""The parts of EventBridge that moto lacks (docs/ARCHITECTURE.md#sandbox): Lambda targets, execution status
 events, faithful S3 events, schedules -- with retries, dead letters and fault injection.
 
 What moto 5.2.5 does (pinned by tests/sandbox/test_eventbus.py):

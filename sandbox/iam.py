@@ -1,6 +1,6 @@
 """IAM as AWS decides it, over plain data: identity policies, and what an API call asks of them.
 
-moto checks no IAM (notes/MOTO.md): a handler whose role lacks an action works in the sandbox and
+moto checks no IAM (docs/ARCHITECTURE.md#what-moto-does-not-do): a handler whose role lacks an action works in the sandbox and
 fails with AccessDenied on AWS. `sandbox.iam_enforcement` closes that gap; this module is the pure
 part it relies on, kept free of boto3 and moto so that it can be tested on its own:
 

@@ -1,6 +1,6 @@
 """The sandbox enforces IAM: a handler's AWS call outside its role fails with AccessDenied, as on AWS.
 
-moto checks no IAM (notes/MOTO.md, "What moto lets through that AWS refuses"): ingest once lacked
+moto checks no IAM (docs/ARCHITECTURE.md#what-moto-does-not-do): ingest once lacked
 dynamodb:DeleteItem and only AWS noticed. This seam closes that gap on the client side.
 
 Where. Every boto3 call goes through `botocore.client.BaseClient._make_api_call`, in the thread

@@ -2,7 +2,7 @@
 
 Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.moto_seams`: each patch names
 the moto function it wraps, and tests/sandbox/test_limits.py fails when one moves. Measured on
-moto 5.2.5 before this module (notes/MOTO.md, "What moto lets through that AWS refuses"):
+moto 5.2.5 before this module (docs/ARCHITECTURE.md#what-moto-does-not-do):
 
 Step Functions (AWS: 256 KiB, 262,144 bytes of UTF-8, for the execution input and for every
 state's input and output; `States.DataLimitExceeded` is terminal: `States.ALL` does not catch it)

@@ -1,4 +1,4 @@
-"""The sandbox's Lambda runtime: real Python handlers running inside moto (DESIGN.md §4).
+"""The sandbox's Lambda runtime: real Python handlers running inside moto (docs/ARCHITECTURE.md#sandbox).
 
 Without Docker, moto cannot run handler code. Every route into a function -- the Invoke API
 (including the calls Step Functions' ASL interpreter makes for Lambda tasks), async invokes, S3 /

@@ -1,6 +1,6 @@
 """The embedded sandbox: moto as the AWS, template.yaml deployed into it, the real handlers running.
 
-One object wires the parts that each add one missing behaviour of AWS (DESIGN.md §4):
+One object wires the parts that each add one missing behaviour of AWS (docs/ARCHITECTURE.md#what-the-sandbox-adds-to-moto):
 
     moto (in-process `mock_aws`, or a `ThreadedMotoServer` on loopback)
       + sandbox.deploy   template.yaml → SAM transform → moto CloudFormation, corrected in one place
@@ -35,19 +35,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alarms.live import CLOCK_PATH
+from pipeline.stack import DEFAULT_STACK_NAME
 from sandbox import iam_enforcement, limits, moto_seams
 from sandbox.alarm_engine import AlarmEngine
 from sandbox.aws_metrics import AwsMetricsPublisher
 from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
 from sandbox.clock import TimeScale
-from sandbox.deploy import DEFAULT_STACK_NAME, Deployment, deploy
+from sandbox.deploy import Deployment, deploy
 from sandbox.eventbus import EventBus
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
-from sandbox.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, load_template
 
 LOG = logging.getLogger("sandbox")
 REGION = "us-east-1"

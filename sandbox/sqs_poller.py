@@ -1,4 +1,4 @@
-"""SQS event source mappings that behave like AWS's (DESIGN.md §4).
+"""SQS event source mappings that behave like AWS's (docs/ARCHITECTURE.md#what-the-sandbox-adds-to-moto).
 
 moto registers `AWS::Lambda::EventSourceMapping` for SQS but delivers unrealistically: inside
 `send_message`, one message per invoke, ignoring `batchItemFailures`, re-queueing the whole batch on

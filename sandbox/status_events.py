@@ -1,4 +1,4 @@
-"""Step Functions "Execution Status Change" events, which moto never emits (DESIGN.md §4).
+"""Step Functions "Execution Status Change" events, which moto never emits (docs/ARCHITECTURE.md#sandbox).
 
 `ExecutionStatusWatcher` watches executions on a daemon thread and, for every execution it sees
 change status, hands the AWS-shaped event to a callback (the event bus's `emit`).

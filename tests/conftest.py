@@ -109,7 +109,7 @@ class Resources:
 
 def _table_definitions() -> dict[str, dict[str, Any]]:
     """Table schemas as the template declares them (one source of truth for keys and indexes)."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     wanted = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "BillingMode")
@@ -148,18 +148,19 @@ def resources(aws: None, monkeypatch: pytest.MonkeyPatch) -> Resources:
     res.state_machine_arn = sfn.create_state_machine(
         name="pipeops-pipeline", definition=PASS_MACHINE, roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn"
     )["stateMachineArn"]
-    res.env = {
-        config.ENV_TRACKING_TABLE: res.tracking_table,
-        config.ENV_COORDINATION_TABLE: res.coordination_table,
-        config.ENV_INPUT_BUCKET: res.input_bucket,
-        config.ENV_OUTPUT_BUCKET: res.output_bucket,
-        config.ENV_WORK_BUCKET: res.work_bucket,
-        config.ENV_MAIN_QUEUE_URL: res.main_queue_url,
-        config.ENV_STATE_MACHINE_ARN: res.state_machine_arn,
-        config.ENV_MAX_CONCURRENT_WORKFLOWS: "2",
-        config.ENV_FOLDER_SETTLE_SECONDS: "0",
-        config.ENV_CAPACITY_RETRY_SECONDS: "0",
+    settings = {
+        "tracking_table": res.tracking_table,
+        "coordination_table": res.coordination_table,
+        "input_bucket": res.input_bucket,
+        "output_bucket": res.output_bucket,
+        "work_bucket": res.work_bucket,
+        "main_queue_url": res.main_queue_url,
+        "state_machine_arn": res.state_machine_arn,
+        "max_concurrent_workflows": "2",
+        "folder_settle_seconds": "0",
+        "capacity_retry_seconds": "0",
     }
+    res.env = {config.env_name(config.Settings, name): value for name, value in settings.items()}
     for name, value in res.env.items():
         monkeypatch.setenv(name, value)
     _wiring.reset()

@@ -1,1 +1,1 @@
-"""The reconciler: observe -> plan -> act -> verify (DESIGN.md §3)."""
+"""The reconciler: observe -> plan -> act -> verify (docs/ARCHITECTURE.md#reconciler)."""

@@ -9,23 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from monitors.reconcile.loop import (
-    ActionResult,
-    Reconciler,
-    ReconcileReport,
-    ReconcileTarget,
-    build_reconciler,
-    reconcile,
-)
-from monitors.reconcile.model import ActionKind, FindingKind, ReconcileSettings
+from monitors.reconcile.build import ReconcileTarget, build_reconciler
+from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
+from monitors.reconcile.model import ActionKind, FindingKind
 from monitors.reconcile.signals import signals
 from pipeline.aws import client
-from pipeline.config import (
-    ENV_RECONCILE_APPLY,
-    ENV_RECONCILE_GRACE_SECONDS,
-    ENV_RECONCILE_MAX_REPAIRS,
-    ENV_RECONCILE_STALL_SECONDS,
-)
+from pipeline.config import load_reconcile_settings
 from pipeline.handlers import _wiring
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
@@ -34,16 +23,8 @@ from pipeline.telemetry.handler import instrumented
 
 @_wiring.built_once
 def _reconciler_parts() -> dict[str, Any]:
-    import os
-
     settings = _wiring.settings()
-    reconcile_settings = ReconcileSettings(
-        max_slots=settings.max_concurrent_workflows,
-        grace_seconds=float(os.environ.get(ENV_RECONCILE_GRACE_SECONDS, "120")),
-        max_repairs=int(os.environ.get(ENV_RECONCILE_MAX_REPAIRS, "25")),
-        processing_mode=settings.processing_mode.value,
-        stall_seconds=float(os.environ.get(ENV_RECONCILE_STALL_SECONDS, "900")),
-    )
+    reconcile_settings = load_reconcile_settings()
     target = ReconcileTarget(
         coordination_table=settings.require("coordination_table"),
         tracking_table=settings.require("tracking_table"),
@@ -51,8 +32,8 @@ def _reconciler_parts() -> dict[str, Any]:
         main_queue_url=settings.require("main_queue_url"),
     )
     return {
+        "settings": reconcile_settings,
         "reconciler": build_reconciler(client, target, reconcile_settings, actor="reconciler"),
-        "apply": os.environ.get(ENV_RECONCILE_APPLY, "true").lower() != "false",
     }
 
 
@@ -90,7 +71,7 @@ def emit_report(report: ReconcileReport) -> None:
 
 @instrumented("reconciler")
 def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
-    dry_run = bool((event or {}).get("dry_run", not _reconciler_parts()["apply"]))
+    dry_run = bool((event or {}).get("dry_run", not _reconciler_parts()["settings"].apply))
     actor = str(getattr(context, "invoked_function_arn", "") or "reconciler")
     report = reconcile(_reconciler(actor), apply=not dry_run)
     emit_report(report)

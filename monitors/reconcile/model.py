@@ -1,4 +1,4 @@
-"""What the reconciler sees, finds and does, as plain data (DESIGN.md §3).
+"""What the reconciler sees, finds and does, as plain data (docs/ARCHITECTURE.md#reconciler).
 
 The observation carries identities, not counts: which holder, since when; which execution, since
 when; which run, in which status. `plan(observation)` is a pure function of it; every action
@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pipeline.config import ReconcileSettings
 from pipeline.status import JobStatus
 from pipeline.stores.executions import ExecutionOutcome, RunningExecution
 
@@ -63,22 +64,6 @@ class ActiveRun:
 
 def _parse(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-@dataclass(frozen=True)
-class ReconcileSettings:
-    max_slots: int
-    # A holder or run younger than this may still be in a router's hands (router timeout + margin).
-    grace_seconds: float = 120.0
-    # At most this many repairs a run; the rest wait for the next run (level-triggered).
-    max_repairs: int = 25
-    # Releasing more holders than this share of the max at once suspects the observer, not the world.
-    implausible_share: float = 0.5
-    processing_mode: str = "realtime"
-    # A run announced this many times by the reconciler that never started is marked FAILED.
-    max_announcements: int = 3
-    # A QUEUED run older than this, with nothing moving for as long, is a stalled backlog.
-    stall_seconds: float = 900.0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The reconciler's decisions: `plan(observation) -> Plan`, pure (DESIGN.md §3).
+"""The reconciler's decisions: `plan(observation) -> Plan`, pure (docs/ARCHITECTURE.md#reconciler).
 
 Level-triggered, like a Kubernetes controller: nothing here trusts an event, every finding comes
 from what the observation holds now, and running it again on the repaired world finds nothing.
@@ -50,8 +50,8 @@ from monitors.reconcile.model import (
     Holder,
     Observation,
     Plan,
-    ReconcileSettings,
 )
+from pipeline.config import ReconcileSettings
 from pipeline.repairs import MAX_CAUSE_CHARS, failure_fields
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.executions import ExecutionOutcome

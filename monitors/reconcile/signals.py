@@ -1,4 +1,4 @@
-"""Signals the alarms watch, computed from one observation (DESIGN.md §2: alarms watch single
+"""Signals the alarms watch, computed from one observation (docs/ARCHITECTURE.md#alarms: alarms watch single
 metrics; a condition that combines signals becomes one metric that a monitor computes).
 
 - slots_full_idle: every slot is counted taken and no router-started execution runs. This is

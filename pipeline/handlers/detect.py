@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.handlers import _wiring
+from pipeline.status import FileOutcome
 from pipeline.tasks import detect_file, hand_back, transient_aws_errors
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
@@ -23,9 +24,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         result = detect_file(event, artifacts, _wiring.detector())
         handed_back = hand_back(event, artifacts, result)
     emit(Metric.FILES_DETECTED)
-    if result["outcome"] == "empty":
+    if result["outcome"] == FileOutcome.EMPTY:
         emit(Metric.EMPTY_FILES)
-    elif result["outcome"] == "failed":
+    elif result["outcome"] == FileOutcome.FAILED:
         emit(Metric.FILE_FAILURES)
     emit(Metric.PII_ENTITIES_DETECTED, sum(result["entity_counts"].values()))
     if result.get("redacted"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.handlers import _wiring
+from pipeline.status import FileOutcome
 from pipeline.tasks import hand_back, redact_file, transient_aws_errors
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
@@ -22,7 +23,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         artifacts = _wiring.artifacts()
         result = redact_file(event, artifacts)
         handed_back = hand_back(event, artifacts, result)
-    if result["outcome"] == "redacted":
+    if result["outcome"] == FileOutcome.REDACTED:
         emit(Metric.FILES_REDACTED)
     logger.info("file redacted", extra={"outcome": result["outcome"], "replacements": result["replacements"]})
     return handed_back

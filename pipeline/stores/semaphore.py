@@ -3,7 +3,7 @@
 Each acquire puts the holder (the execution name) with its acquire time into the `holders` map
 and increments `active_count` in the same conditional UpdateItem; release removes the holder and
 decrements only if the holder was present. Both are idempotent, so `active_count` equals the
-number of holders and a duplicate event can never push admission above the max (DESIGN.md §3).
+number of holders and a duplicate event can never push admission above the max (docs/ARCHITECTURE.md#semaphore).
 Admission is bounded twice, by the count *and* by the holders themselves (`size(holders) < :max`):
 a count set below its holders by hand cannot let more executions in than the max.
 `version` increases on every write so the reconciler can make its repairs conditional.
@@ -29,11 +29,16 @@ from typing import Any
 
 from pipeline.aws import error_code
 from pipeline.config import SEMAPHORE_KEY
+from pipeline.stores._dynamodb import (
+    CONDITION_FAILED,
+    CONFLICT_CODES,
+    Cancellation,
+    TransactionCancelledError,
+    cancellations,
+)
 
 HOLDERS = "holders"  # the map attribute: execution name -> acquire time (ISO-8601)
 LEGACY_HOLDER_PREFIX = "h#"  # before the map, each holder was an attribute of its own
-CONDITION_FAILED = "ConditionalCheckFailed"  # a transaction item's cancellation reason code
-CONFLICT_CODES = frozenset({"TransactionConflict", "None"})
 MISSING_PATH = "document path"  # in DynamoDB's message for a path under a map that does not exist
 
 # Take a slot: record the holder and count it, unless it is held already or every slot is taken,
@@ -86,10 +91,6 @@ class JointWrite(StrEnum):
     GUARD_REFUSED = "guard_refused"  # the guard item's condition failed: the caller's view is stale
     SLOT_FREE = "slot_free"  # while_full: a slot is free, or the holder has one
     CONFLICT = "conflict"  # a concurrent transaction held one of the items: look again
-
-
-class TransactionCancelledError(RuntimeError):
-    """DynamoDB cancelled the transaction for a reason looking again would not fix (throttling…)."""
 
 
 @dataclass(frozen=True)
@@ -182,27 +183,6 @@ def migration_update(table: str, key: Mapping[str, Any], item: Mapping[str, Any]
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-
-
-@dataclass(frozen=True)
-class Cancellation:
-    """One item's reason in a cancelled transaction: its code and (ALL_OLD) the item as it was."""
-
-    code: str
-    item: Mapping[str, Any] | None = None
-    message: str = ""
-
-    @property
-    def condition_failed(self) -> bool:
-        return self.code == CONDITION_FAILED
-
-
-def cancellations(exc: BaseException) -> list[Cancellation] | None:
-    """The per-item reasons of a TransactionCanceledException, in item order; None for other errors."""
-    if error_code(exc) != "TransactionCanceledException":
-        return None
-    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
-    return [Cancellation(str(r.get("Code") or "None"), r.get("Item"), str(r.get("Message") or "")) for r in reasons]
 
 
 def joint_outcome(semaphore: Cancellation, guard: Cancellation, holder: str, *, acquiring: bool) -> JointWrite:

@@ -7,7 +7,7 @@ it ends: it keys the sparse `active-jobs` index, so "which jobs are active" is a
 
 Head items: key (job_id, "#head"). `latest_started_at` lets the batch trigger read the latest run
 of many jobs with two BatchGetItem calls instead of one query per job; `pending_started_at` names
-the QUEUED run that still accepts files arriving in the job's folder (DESIGN.md failure mode 10).
+the QUEUED run that still accepts files arriving in the job's folder (docs/ARCHITECTURE.md#files-dropped-by-folder-batching).
 Realtime ingest sets both in the transaction that opens a run, and reads the head together with
 the object's claim (one BatchGetItem): a file costs ingest one read and one write.
 
@@ -21,65 +21,36 @@ claim is no run, and every reader of run items would have to learn to skip it.)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
-from pipeline.aws import error_code
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import ACTIVE_STATUSES, JobStatus, allowed_predecessors
+from pipeline.status import (
+    FailedFileKind,
+    JobStatus,
+    allowed_predecessors,
+    empty_failed_files,
+)
+from pipeline.stores._dynamodb import (
+    TransactionCancelledError,
+    cancellations,
+    from_item,
+    is_condition_failure,
+    to_attribute,
+)
 from pipeline.stores.semaphore import Semaphore, SemaphoreState
 
 if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_object_version`
     from pipeline.s3events import ObjectVersion
 
 HEAD_SORT_KEY = "#head"
-ACTIVE_INDEX = "active-jobs"
-STATUS_INDEX = "by-status"
 RETENTION = timedelta(days=90)
-FAILED_FILE_KINDS = ("detect", "redact", "unsupported", "empty")
 CLAIM_KEY_PREFIX = "object#"
 _BATCH_GET_LIMIT = 100
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def _plain(value: Any) -> Any:
-    """DynamoDB-deserialised value → JSON-friendly Python (Decimal → int/float, set → sorted list)."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, set):
-        return sorted(_plain(v) for v in value)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def to_attribute(value: Any) -> dict[str, Any]:
-    """A Python value as a DynamoDB AttributeValue (floats become Decimals)."""
-    if isinstance(value, float):
-        value = Decimal(str(value))
-    elif isinstance(value, dict):
-        return {"M": {k: to_attribute(v) for k, v in value.items()}}
-    elif isinstance(value, list):
-        return {"L": [to_attribute(v) for v in value]}
-    return _serializer.serialize(value)
-
-
-def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
-
-
-def empty_failed_files() -> dict[str, list[Any]]:
-    return {kind: [] for kind in FAILED_FILE_KINDS}
 
 
 def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
@@ -200,10 +171,6 @@ class ClaimWrite(StrEnum):
     CONFLICT = "conflict"  # a concurrent transaction touched the same items: try again
 
 
-class TransactionCancelledError(RuntimeError):
-    """DynamoDB cancelled a transaction for a reason an immediate new attempt would not fix."""
-
-
 # What a ConditionalCheckFailed on each item of an ingest transaction means, by item role, in
 # order of precedence when several items failed.
 _CONDITION_FAILED = {
@@ -234,18 +201,6 @@ def cancellation_outcome(codes: Sequence[str], roles: Sequence[str]) -> ClaimWri
 
 def _expiry(now: datetime) -> int:
     return int((now + RETENTION).timestamp())
-
-
-def _is_condition_failure(exc: BaseException) -> bool:
-    return error_code(exc) == "ConditionalCheckFailedException"
-
-
-def _cancellation_codes(exc: BaseException) -> list[str] | None:
-    """The per-item reason codes of a cancelled transaction; None for any other error."""
-    if error_code(exc) != "TransactionCanceledException":
-        return None
-    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
-    return [str(reason.get("Code", "None")) for reason in reasons]
 
 
 class TrackingStore:
@@ -282,7 +237,7 @@ class TrackingStore:
                 ConditionExpression="attribute_not_exists(job_id)",
             )
         except Exception as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         if lead:
@@ -299,7 +254,7 @@ class TrackingStore:
                 ExpressionAttributeValues={":s": {"S": run.started_at}, ":exp": {"N": str(_expiry(now))}},
             )
         except Exception as exc:
-            if not _is_condition_failure(exc):  # a newer run already leads: nothing to do
+            if not is_condition_failure(exc):  # a newer run already leads: nothing to do
                 raise
 
     def get_run(self, run: RunRef) -> RunRecord | None:
@@ -354,71 +309,6 @@ class TrackingStore:
                 raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
         return items
 
-    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
-        """Active runs from the sparse index, optionally only those not updated since a moment."""
-        statuses = [status] if status else list(ACTIVE_STATUSES)
-        paginator = self._client.get_paginator("query")
-        for active in statuses:
-            condition = "active_status = :s"
-            values: dict[str, Any] = {":s": {"S": active.value}}
-            if updated_before:
-                condition += " AND updated_at < :before"
-                values[":before"] = {"S": updated_before}
-            for page in paginator.paginate(
-                TableName=self._table,
-                IndexName=ACTIVE_INDEX,
-                KeyConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            ):
-                for item in page.get("Items", []):
-                    yield RunRecord.from_item(item)
-
-    def _status_pages(self, status: JobStatus, **extra: Any) -> Iterator[dict[str, Any]]:
-        """Pages of the `by-status` index for one status."""
-        return self._client.get_paginator("query").paginate(
-            TableName=self._table,
-            IndexName=STATUS_INDEX,
-            KeyConditionExpression="#status = :s",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":s": {"S": status.value}},
-            **extra,
-        )
-
-    def runs_with_status(self, status: JobStatus, limit: int = 50) -> list[RunRecord]:
-        """The most recently updated runs in `status`, newest first."""
-        records: list[RunRecord] = []
-        for page in self._status_pages(status, ScanIndexForward=False):
-            for item in page.get("Items", []):
-                records.append(RunRecord.from_item(item))
-                if len(records) >= limit:
-                    return records
-        return records
-
-    def last_ended_after(self, after: str) -> str | None:
-        """When the latest run ended after `after` (COMPLETE or FAILED), or None: one item read
-        per status, newest first, from the `by-status` index."""
-        latest: list[str] = []
-        for status in (JobStatus.COMPLETE, JobStatus.FAILED):
-            response = self._client.query(
-                TableName=self._table,
-                IndexName=STATUS_INDEX,
-                KeyConditionExpression="#status = :s AND updated_at > :after",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":s": {"S": status.value}, ":after": {"S": after}},
-                ScanIndexForward=False,
-                Limit=1,
-                ProjectionExpression="updated_at",
-            )
-            latest += [item["updated_at"]["S"] for item in response.get("Items", [])]
-        return max(latest, default=None)
-
-    def count_by_status(self) -> dict[JobStatus, int]:
-        """How many runs are in each status (index queries that count, never a table scan)."""
-        return {
-            status: sum(page.get("Count", 0) for page in self._status_pages(status, Select="COUNT"))
-            for status in JobStatus
-        }
-
     # -- status -----------------------------------------------------------------------------
 
     def transition(
@@ -469,7 +359,7 @@ class TrackingStore:
                 ReturnValues="ALL_NEW",
             )
         except Exception as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return None
             raise
         return RunRecord.from_item(response["Attributes"])
@@ -482,7 +372,7 @@ class TrackingStore:
         self._client.update_item(
             TableName=self._table,
             Key=self._key(run.job_id, run.started_at),
-            UpdateExpression="SET execution_arn = :arn, failed_files.unsupported = :u",
+            UpdateExpression=f"SET execution_arn = :arn, failed_files.{FailedFileKind.UNSUPPORTED} = :u",
             ConditionExpression="attribute_exists(job_id)",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )
@@ -547,7 +437,7 @@ class TrackingStore:
                 ExpressionAttributeValues={":s": {"S": run.started_at}},
             )
         except Exception as exc:
-            if not _is_condition_failure(exc):
+            if not is_condition_failure(exc):
                 raise
 
     # -- announcements: is a message for the run still on its way? (the reconciler asks) -----
@@ -558,7 +448,7 @@ class TrackingStore:
         try:
             self._client.update_item(**self._lease_update(run, deadline))
         except Exception as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -609,7 +499,7 @@ class TrackingStore:
                 ExpressionAttributeValues=values,
             )
         except Exception as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -626,7 +516,7 @@ class TrackingStore:
                 ExpressionAttributeValues={":q": {"S": JobStatus.QUEUED.value}, ":u": {"S": expected_updated_at}},
             )
         except Exception as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         self.clear_pending(run)
@@ -739,10 +629,10 @@ class TrackingStore:
         try:
             self._client.transact_write_items(TransactItems=[item for _, item in items])
         except Exception as exc:
-            codes = _cancellation_codes(exc)
-            if codes is None:
+            reasons = cancellations(exc)
+            if reasons is None:
                 raise
-            return cancellation_outcome(codes, [role for role, _ in items])
+            return cancellation_outcome([reason.code for reason in reasons], [role for role, _ in items])
         return ClaimWrite.WRITTEN
 
     def _require_claims_table(self) -> str:
@@ -750,7 +640,7 @@ class TrackingStore:
             raise RuntimeError("TrackingStore built without claims_table (the coordination table)")
         return self._claims_table
 
-    # -- router admission: the run's half of the semaphore's joint writes (DESIGN.md §3) -----
+    # -- router admission: the run's half of the semaphore's joint writes (docs/ARCHITECTURE.md#semaphore) -----
 
     def admission_item(
         self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus, expected_files: int | None = None

@@ -1,7 +1,7 @@
 """The AWS-native metrics the alarms and dashboards read, by the kind of template resource they describe.
 
-Part of the metric catalog (`pipeline.telemetry.catalog`, which reads these names from here): apart
-from it because no handler emits these, and every handler imports the catalog at its cold start.
+Beside the pipeline's metric catalog (`pipeline.telemetry.catalog`), apart from it because no
+handler emits these, and every handler imports that catalog at its cold start.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pipeline.telemetry.catalog import Unit
+from pipeline.telemetry.units import Unit
 
 _C, _S = Unit.COUNT, Unit.SECONDS
 

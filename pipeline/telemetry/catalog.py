@@ -5,52 +5,26 @@ is read with, and the functions that emit it (a test checks the last against the
 Handlers emit only through `pipeline.telemetry.metrics.emit(Metric.X, value)`; dashboards,
 alarms and docs read this. Dimensions stay low-cardinality: a job id is a log/metadata property,
 never a dimension. The AWS-native metrics the alarms and dashboards read (SQS, Lambda, Step
-Functions, DynamoDB) are catalogued too (`AWS_CATALOG`), by the kind of resource they describe, so
-that nothing downstream names a metric this catalog does not know: they are defined in
-`pipeline.telemetry.aws_catalog` and read from here, loaded on first use, since no handler emits
-them and every handler imports this module (bench/imports.py times that import).
+Functions, DynamoDB) are catalogued too, by the kind of resource they describe, so that nothing
+downstream names a metric the catalogs do not know: in `pipeline.telemetry.aws_catalog`, apart
+from this module since no handler emits them and every handler imports this one (bench/imports.py
+times that import). Both share `pipeline.telemetry.units`; only the docs page joins them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from pipeline.telemetry.aws_catalog import AWS_CATALOG as AWS_CATALOG
-    from pipeline.telemetry.aws_catalog import AWS_DIMENSION as AWS_DIMENSION
-    from pipeline.telemetry.aws_catalog import AWS_NAMESPACE as AWS_NAMESPACE
-    from pipeline.telemetry.aws_catalog import AwsMetricSpec as AwsMetricSpec
-    from pipeline.telemetry.aws_catalog import ResourceKind as ResourceKind
-    from pipeline.telemetry.aws_catalog import aws_metric as aws_metric
+from pipeline.stack import Function
+from pipeline.telemetry.units import Unit
 
 NAMESPACE = "PipeOps"
 # Every pipeline metric carries these dimensions (service comes from POWERTOOLS_SERVICE_NAME).
 STANDARD_DIMENSIONS: tuple[str, ...] = ("service", "stage", "function")
 
 
-class Unit(StrEnum):
-    COUNT = "Count"
-    SECONDS = "Seconds"
-    MILLISECONDS = "Milliseconds"
-    BYTES = "Bytes"
-    PERCENT = "Percent"
 
-
-class Function(StrEnum):
-    """The functions that emit pipeline metrics, by their logical id in template.yaml (the
-    `function` dimension carries the deployed name: `!Ref <logical id>`)."""
-
-    INGEST = "IngestFunction"
-    ROUTER = "RouterFunction"
-    BATCH_TRIGGER = "BatchTriggerFunction"
-    TRACKER = "WorkflowTrackerFunction"
-    RECONCILER = "ReconcilerFunction"
-    DETECT = "DetectFunction"
-    GENERATE_SYNTHETIC = "GenerateSyntheticFunction"
-    REDACT = "RedactFunction"
-    FINALIZE = "FinalizeFunction"
 
 
 @dataclass(frozen=True)
@@ -297,27 +271,13 @@ CATALOG: dict[Metric, MetricSpec] = {
 }
 
 
-_AWS_NAMES = frozenset(
-    {"AWS_CATALOG", "AWS_DIMENSION", "AWS_NAMESPACE", "AwsMetricSpec", "ResourceKind", "aws_metric"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The AWS-native part of the catalog (`pipeline.telemetry.aws_catalog`), on first use."""
-    if name in _AWS_NAMES:
-        from pipeline.telemetry import aws_catalog
-
-        return getattr(aws_catalog, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def spec(metric: Metric) -> MetricSpec:
     return CATALOG[metric]
 
 
 def render_markdown() -> str:
-    """docs/METRICS.md, generated from the catalog (a test fails when the file drifts)."""
-    from pipeline.telemetry.aws_catalog import AWS_CATALOG
+    """docs/METRICS.md, generated from both catalogs (a test fails when the file drifts)."""
+    from pipeline.telemetry.aws_catalog import AWS_CATALOG  # here only: handlers never load it
 
     lines = [
         "# Metrics",

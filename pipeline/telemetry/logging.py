@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 from aws_lambda_powertools import Logger
 
+from pipeline.stack import SERVICE_NAME, SERVICE_NAME_ENV
+
 CORRELATION_KEYS = ("job_id", "execution_name", "file_key", "message_id")
 
 
@@ -71,7 +73,7 @@ def requested_log_level(environ: Mapping[str, str]) -> str | None:
 
 
 logger = Logger(
-    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "pipeops"),
+    service=os.environ.get(SERVICE_NAME_ENV) or SERVICE_NAME,
     level=requested_log_level(os.environ) or "INFO",
     stream=_CurrentStdout(),
     # Lambda reads a line's level only with an RFC 3339 "timestamp" ("If you don't supply a valid

@@ -25,6 +25,8 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.exceptions import MetricValueError
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+from pipeline.config import Settings, env_name
+from pipeline.stack import SERVICE_NAME, SERVICE_NAME_ENV
 from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
 
 Point = tuple[str, MetricUnit, float]  # metric name, unit, value
@@ -48,9 +50,9 @@ def _metric_set(function: str) -> tuple[EphemeralMetrics | None, threading.Lock]
                 if not is_metrics_disabled():
                     metric_set = EphemeralMetrics(
                         namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or NAMESPACE,
-                        service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "pipeops",
+                        service=os.environ.get(SERVICE_NAME_ENV) or SERVICE_NAME,
                     )
-                    metric_set.set_default_dimensions(stage=os.environ.get("STAGE", "dev"), function=function)
+                    metric_set.set_default_dimensions(stage=os.environ.get(env_name(Settings, "stage")) or Settings.stage, function=function)
                 found = _metric_sets[function] = (metric_set, threading.Lock())
     return found
 

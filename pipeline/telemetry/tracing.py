@@ -24,6 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pipeline.config import ConfigurationError
+from pipeline.stack import SERVICE_NAME, SERVICE_NAME_ENV
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -88,7 +89,7 @@ def configure(environ: Mapping[str, str] = os.environ) -> None:
     with _configure_lock:
         if _flush is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             return  # installed meanwhile, or a provider someone else set and flushes
-        _flush = install_sdk(exporters, environ.get("POWERTOOLS_SERVICE_NAME", "pipeops")).force_flush
+        _flush = install_sdk(exporters, environ.get(SERVICE_NAME_ENV) or SERVICE_NAME).force_flush
 
 
 configure()

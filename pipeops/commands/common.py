@@ -8,7 +8,7 @@ import typer
 
 from pipeops import render
 from pipeops.render import ErrorCode
-from pipeops.resources import (
+from stack.resources import (
     BadConnectionError,
     Connection,
     NoCredentialsError,

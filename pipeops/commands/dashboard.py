@@ -103,7 +103,7 @@ def render_command(
     nothing fetched, it opens offline. Exit 2 on error (no stack, no credentials, no Chromium).
     """
     from pipeops.dashboard import DashboardError, render_dashboard
-    from pipeops.resources import Connection
+    from stack.resources import Connection
 
     try:
         connection = Connection.resolve(stack_name, endpoint_url, region, profile)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from monitors.reconcile.legacy import LegacyCounter
 from pipeops import render
 from pipeops.commands.common import (
     EndpointOption,
@@ -21,6 +20,9 @@ from pipeops.commands.common import (
     fail,
 )
 from pipeops.render import ErrorCode
+
+if TYPE_CHECKING:
+    from monitors.reconcile.legacy import LegacyCounter
 
 
 def reconcile(
@@ -77,6 +79,8 @@ def reconcile(
         _history(since, connection_options, as_json)
         return
     if legacy_table:
+        from monitors.reconcile.legacy import LegacyCounter
+
         counter = LegacyCounter(legacy_table, legacy_key_name, legacy_key_value, legacy_count_attribute)
         _legacy(counter, state_machine_arn, state_file, grace_seconds, apply, connection_options, as_json)
         return
@@ -107,7 +111,7 @@ def _legacy(
     as_json: bool,
 ) -> None:
     from pipeops.reconcile import run_legacy
-    from pipeops.resources import Connection, NoCredentialsError
+    from stack.resources import Connection, NoCredentialsError
 
     connection = Connection.resolve(*connection_options)
     try:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pipeline.stack import DEFAULT_STACK_NAME
 from pipeops import render
 from pipeops.commands.common import JsonOption, fail
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def sandbox_up(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 0,
-    stack_name: Annotated[str, typer.Option("--stack-name", help="Name of the deployed stack.")] = "pipeops",
+    stack_name: Annotated[str, typer.Option("--stack-name", help="Name of the deployed stack.")] = DEFAULT_STACK_NAME,
     time_scale: Annotated[float, typer.Option(help="Factor in (0, 1] that shortens every wait.")] = 0.05,
     parameter: Annotated[list[str] | None, typer.Option(help="Stack parameter KEY=VALUE (repeatable).")] = None,
     as_json: JsonOption = False,

@@ -17,11 +17,12 @@ from typer.testing import CliRunner
 
 from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
-from dashboards.render import CHROMIUM, PALETTE, Box, expand_metrics, layout
+from dashboards.metric_rows import expand_metrics
+from dashboards.render import CHROMIUM, PALETTE, Box, layout
 from pipeops.cli import dashboard_app
 from pipeops.dashboard import stack_names, stack_parameters
-from pipeops.resources import Connection
-from sandbox.template import load_template
+from stack.resources import Connection
+from stack.template import load_template
 from tests.browser.png import Image, read_png
 from tests.conftest import envelope
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from dashboards.render import CHROMIUM, AlarmBadge, Box, MetricQuery, layout, render_html, screenshot
+from dashboards.metric_rows import MetricQuery
+from dashboards.render import CHROMIUM, AlarmBadge, Box, layout, render_html, screenshot
 from tests.browser.png import Image, read_png
 
 START = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)

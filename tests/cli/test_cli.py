@@ -96,7 +96,7 @@ def test_an_aws_error_inside_a_command_is_one_line_too(aws) -> None:
     """A stack whose tracking table is gone: the query fails after connecting; one line, exit 2."""
     from dataclasses import MISSING, fields
 
-    from pipeops.resources import StackResources
+    from stack.resources import StackResources
 
     outputs = {f.name: {"Value": f"gone-{f.name}"} for f in fields(StackResources) if f.default is MISSING and f.name != "stack_name"}
     template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": outputs}

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from pipeops.resources import BadConnectionError, Connection
+from stack.resources import BadConnectionError, Connection
 
 CONFIG = """\
 [default]

@@ -20,13 +20,13 @@ import pytest
 
 from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
-from dashboards.render import expand_metrics
+from dashboards.metric_rows import expand_metrics
 from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.dashboard import stack_names, stack_parameters
-from pipeops.resources import Connection
-from sandbox.template import load_template
+from stack.resources import Connection
+from stack.template import load_template
 
 pytestmark = pytest.mark.slow
 

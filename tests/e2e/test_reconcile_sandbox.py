@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from monitors.reconcile.loop import AUDIT_PREFIX
 from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AUDIT_PREFIX
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
@@ -434,7 +434,7 @@ def test_a_tracker_outage_that_leaks_every_slot_heals_by_itself(make_sandbox: An
     from monitors.reconcile.loop import reconcile as reconcile_pass
     from pipeline.stores.executions import ExecutionsStore
     from pipeops.reconcile import build
-    from pipeops.resources import StackResources
+    from stack.resources import StackResources
 
     # The grace (a router's timeout + margin) shortened to what the sandbox's handlers can take.
     sandbox = make_sandbox(MaxConcurrentWorkflows=str(max_slots), ReconcileGraceSeconds="40")

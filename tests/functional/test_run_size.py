@@ -18,6 +18,7 @@ from pipeline.ingest import IngestOutcome, ingest_object
 from pipeline.jobs import JobMessage
 from pipeline.s3events import ObjectCreated, ObjectVersion
 from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 
@@ -120,7 +121,7 @@ def trigger(resources) -> Iterator[tuple[BatchTrigger, list[JobMessage]]]:
             store,
             Semaphore(resources.coordination_table, resources.client("dynamodb")),
             resources.client("s3"),
-            resources.client("stepfunctions"),
+            ExecutionsStore(resources.client("stepfunctions"), settings.state_machine_arn),
             lambda message, delay: sent.append(message),
             settings,
             resources.client("dynamodb"),

@@ -6,15 +6,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from pipeline.stores.semaphore import (
-    AcquireResult,
-    Cancellation,
-    JointWrite,
-    ReleaseResult,
-    Semaphore,
-    TransactionCancelledError,
-    joint_outcome,
-)
+from pipeline.stores._dynamodb import Cancellation, TransactionCancelledError
+from pipeline.stores.semaphore import AcquireResult, JointWrite, ReleaseResult, Semaphore, joint_outcome
 
 T0 = "2026-11-29T20:00:00.000000Z"
 

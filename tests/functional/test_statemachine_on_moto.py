@@ -22,7 +22,7 @@ path of states taken, and what each Lambda task is sent. What the functions then
 statuses after the first, the run's verdict) is theirs, tested with the functions.
 
 Executions run on moto's background threads: each test waits for its execution and the fixture
-drains any still running before the mock goes away (MOTO.md).
+drains any still running before the mock goes away (their threads outlive it).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from monitors import snapshot as numbers
 from pipeline.jobs import format_timestamp
 from pipeline.status import JobStatus
 from pipeops import views
-from pipeops.resources import Connection, StackResources
 from sandbox.deploy import deploy
+from stack.resources import Connection, StackResources
 
 RECORDS = 900
 NOW = datetime.now(UTC)

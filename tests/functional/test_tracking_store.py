@@ -10,12 +10,13 @@ import pytest
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
+from pipeline.stores._dynamodb import TransactionCancelledError
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import (
     ClaimWrite,
     IngestView,
     ObjectClaim,
     TrackingStore,
-    TransactionCancelledError,
     cancellation_outcome,
 )
 
@@ -35,14 +36,19 @@ def new_run(store: TrackingStore, job_id: str = "claims/", at: datetime = NOW) -
     return run
 
 
-def test_a_run_is_created_once_queued_and_active(store: TrackingStore) -> None:
+@pytest.fixture
+def runs(resources) -> RunIndex:
+    return RunIndex(resources.tracking_table, resources.client("dynamodb"))
+
+
+def test_a_run_is_created_once_queued_and_active(store: TrackingStore, runs: RunIndex) -> None:
     run = new_run(store)
     assert not store.create_run(run, ["claims/b.txt"], "in", NOW)
     record = store.get_run(run)
     assert record is not None
     assert record.status is JobStatus.QUEUED
     assert record.files == ("claims/a.txt",)
-    assert [r.run for r in store.active_runs(JobStatus.QUEUED)] == [run]
+    assert [r.run for r in runs.active_runs(JobStatus.QUEUED)] == [run]
 
 
 def test_a_late_status_write_that_would_go_backwards_is_rejected(store: TrackingStore) -> None:
@@ -53,11 +59,11 @@ def test_a_late_status_write_that_would_go_backwards_is_rejected(store: Tracking
     assert record is not None and record.status is JobStatus.REDACTING
 
 
-def test_a_terminal_run_leaves_the_active_index_and_never_changes_again(store: TrackingStore) -> None:
+def test_a_terminal_run_leaves_the_active_index_and_never_changes_again(store: TrackingStore, runs: RunIndex) -> None:
     run = new_run(store)
     assert store.transition(run, JobStatus.COMPLETE, NOW) is not None
     assert store.transition(run, JobStatus.FAILED, NOW) is None
-    assert list(store.active_runs()) == []
+    assert list(runs.active_runs()) == []
 
 
 def test_transition_can_require_exactly_what_was_observed(store: TrackingStore) -> None:
@@ -166,10 +172,16 @@ def test_runs_of_a_job_are_listed_newest_first_without_the_head(store: TrackingS
     assert [r.run for r in store.runs_of("claims/")] == [second, first]
 
 
-def test_runs_are_listed_and_counted_by_status_without_a_scan(store: TrackingStore) -> None:
-    done = new_run(store, "done/")
+def test_runs_are_listed_by_status_and_active_runs_counted_on_the_indexes(store: TrackingStore, runs: RunIndex) -> None:
+    done, later = new_run(store, "done/"), new_run(store, "later/")
     new_run(store, "waiting/")
     store.transition(done, JobStatus.COMPLETE, NOW)
-    assert [r.run for r in store.runs_with_status(JobStatus.COMPLETE)] == [done]
-    counts = store.count_by_status()
-    assert counts[JobStatus.COMPLETE] == 1 and counts[JobStatus.QUEUED] == 1 and counts[JobStatus.FAILED] == 0
+    store.transition(later, JobStatus.COMPLETE, NOW + timedelta(minutes=1))
+    assert [r.run for r in runs.newest(JobStatus.COMPLETE, 5)] == [later, done]
+    assert [r.run for r in runs.newest(JobStatus.COMPLETE, 1)] == [later]
+    counts = runs.count_active()
+    assert counts[JobStatus.QUEUED] == 1 and sum(counts.values()) == 1
+    assert runs.ended_since(JobStatus.COMPLETE, format_timestamp(NOW), cap=1) == ([format_timestamp(NOW + timedelta(minutes=1))], True)
+    assert runs.ended_since(JobStatus.FAILED, format_timestamp(NOW), cap=1) == ([], False)
+    assert runs.last_ended_after(format_timestamp(NOW - timedelta(minutes=1))) == format_timestamp(NOW + timedelta(minutes=1))
+    assert runs.last_ended_after(format_timestamp(NOW + timedelta(minutes=1))) is None

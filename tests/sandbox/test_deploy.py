@@ -22,23 +22,15 @@ from moto import mock_aws
 from moto.core.config import default_user_config
 from moto.server import ThreadedMotoServer
 
+from pipeline.stack import Function
 from sandbox.clock import TimeScale
 from sandbox.deploy import DeployError, Deployment, deploy, scale_definition, stack_outputs
-from sandbox.template import load_template, transform
+from sandbox.template import transform
+from stack.template import load_template
 
 REGION = "us-east-1"
 EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
-FUNCTIONS = (
-    "IngestFunction",
-    "RouterFunction",
-    "BatchTriggerFunction",
-    "WorkflowTrackerFunction",
-    "DetectFunction",
-    "GenerateSyntheticFunction",
-    "RedactFunction",
-    "FinalizeFunction",
-    "ReconcilerFunction",
-)
+FUNCTIONS = tuple(Function)
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

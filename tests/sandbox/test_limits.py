@@ -1,6 +1,6 @@
 """sandbox.limits: AWS's size limits enforced in moto (256 KiB Step Functions payloads, 400 KB items).
 
-Each limit is pinned twice: what moto does without the patch is what notes/MOTO.md says (so a
+Each limit is pinned twice: what moto does without the patch is what docs/ARCHITECTURE.md#what-moto-does-not-do says (so a
 moto upgrade that changes it is noticed), and with the patch the limit fires exactly at AWS's
 bound, with AWS's error, leaving nothing half-written.
 """

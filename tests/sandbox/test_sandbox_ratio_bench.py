@@ -127,7 +127,7 @@ def test_thread_kinds_and_the_profile_summary() -> None:
 
 
 def test_goal_layouts_run_the_designed_waits_at_the_template_minimum_and_one_row_keeps_the_defaults():
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     declared = load_template()["Parameters"]
     for layout in ("single", "folders"):

@@ -221,7 +221,7 @@ def test_batch_max_attempts_resolves_from_the_environment_with_a_floor_of_one() 
 
 
 def test_the_template_passes_its_parameter_to_every_function() -> None:
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     template = load_template()
     parameter = template["Parameters"]["BatchMaxAttempts"]

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from alarms.catalog import SERVICE_NAME, AlarmSpec, build_catalog, function_timeouts
+from alarms.catalog import AlarmSpec, build_catalog, function_timeouts
 from alarms.cloudformation import COMPOSITE
 from dashboards.build import (
     JOB_ID_PLACEHOLDER,
@@ -29,12 +29,14 @@ from dashboards.build import (
     resources,
 )
 from dashboards.limits import MAX_ALARMS_PER_WIDGET, MAX_METRICS_PER_WIDGET, MAX_WIDGETS, problems
-from dashboards.render import MetricQuery, expand_metrics
-from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, NAMESPACE, STANDARD_DIMENSIONS, ResourceKind
+from dashboards.metric_rows import MetricQuery, expand_metrics
+from pipeline.stack import SERVICE_NAME
+from pipeline.telemetry.aws_catalog import AWS_CATALOG, ResourceKind
+from pipeline.telemetry.catalog import CATALOG, NAMESPACE, STANDARD_DIMENSIONS
 from pipeops.cli import dashboard_app
 from pipeops.dashboard import fetch_metrics, metric_key, metric_queries, stack_names
-from pipeops.resources import StackResources
-from sandbox.template import load_template
+from stack.resources import StackResources
+from stack.template import load_template
 
 TEMPLATE = load_template()
 SPECS = build_catalog(TEMPLATE)

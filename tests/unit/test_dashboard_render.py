@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dashboards.metric_rows import MetricQuery, expand_metrics
 from dashboards.render import (
     COL_PX,
     GUTTER_PX,
@@ -19,8 +20,6 @@ from dashboards.render import (
     AlarmBadge,
     Box,
     ChromiumMissing,
-    MetricQuery,
-    expand_metrics,
     fit_start,
     layout,
     render_html,

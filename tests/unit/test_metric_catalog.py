@@ -5,7 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pipeline.telemetry.catalog import AWS_CATALOG, CATALOG, Function, Metric, Unit, render_markdown
+from pipeline.stack import Function
+from pipeline.telemetry.aws_catalog import AWS_CATALOG
+from pipeline.telemetry.catalog import CATALOG, Metric, render_markdown
+from pipeline.telemetry.units import Unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +51,7 @@ def metrics_named_in(module_path: Path) -> set[Metric]:
 def test_each_metric_names_exactly_the_functions_whose_handler_emits_it() -> None:
     """The catalog's `emitters` are what alarms and dashboards put in the `function` dimension: a
     metric listed for a function that never emits it is an alarm that can never fire."""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     emitted: dict[Metric, set[str]] = {metric: set() for metric in Metric}

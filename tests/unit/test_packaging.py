@@ -27,7 +27,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from sandbox.template import PROJECT_ROOT, load_template
+from pipeline.stack import Function
+from stack.template import PROJECT_ROOT, load_template
 
 MAKEFILE = PROJECT_ROOT / "Makefile"
 
@@ -35,9 +36,9 @@ MAKEFILE = PROJECT_ROOT / "Makefile"
 # when SKIP_DEPS is not set). The reconciler needs monitors/reconcile/ and the pipeline it uses.
 RUNTIME_PACKAGES = {"pipeline"}
 RECONCILER_PACKAGES = {"pipeline", "monitors"}
-RECONCILER = "ReconcilerFunction"
+RECONCILER = Function.RECONCILER
 # Parts of the repository no function may ship or import.
-NOT_RUNTIME = {"sandbox", "pipeops", "tests", "bench", "samples", "docs", "dashboards", "alarms", "runbooks"}
+NOT_RUNTIME = {"sandbox", "pipeops", "stack", "tests", "bench", "samples", "docs", "dashboards", "alarms", "runbooks"}
 # Provided by the Lambda Python runtime, deliberately not in requirements.txt.
 RUNTIME_PROVIDED = {"boto3", "botocore"}
 ARCHITECTURE_PLATFORM = {"arm64": "aarch64", "x86_64": "x86_64"}

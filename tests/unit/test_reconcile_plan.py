@@ -11,9 +11,9 @@ from monitors.reconcile.model import (
     FindingKind,
     Holder,
     Observation,
-    ReconcileSettings,
 )
 from monitors.reconcile.plan import override_plan, plan
+from pipeline.config import ReconcileSettings
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.executions import ExecutionOutcome, RunningExecution
 

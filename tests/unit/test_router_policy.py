@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.config import SEMAPHORE_KEY
-from sandbox.template import load_template
+from stack.template import load_template
 
 
 def router_statements() -> list[dict[str, Any]]:

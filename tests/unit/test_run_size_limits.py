@@ -30,7 +30,8 @@ from pipeline.artifacts import MAX_CAUSE_BYTES, MAX_ERROR_NAME_BYTES
 from pipeline.config import DEFAULT_MAX_FILES_PER_RUN, Settings, load_settings
 from pipeline.jobs import RunRef, execution_name, format_timestamp
 from pipeline.routing import execution_input
-from pipeline.stores.tracking import RunRecord, _queued_run_item, to_attribute
+from pipeline.stores._dynamodb import to_attribute
+from pipeline.stores.tracking import RunRecord, _queued_run_item
 from pipeline.tasks import MAX_MESSAGE_BYTES, SUMMARY_MAX_BYTES
 from sandbox.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
 

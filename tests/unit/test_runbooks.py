@@ -12,11 +12,11 @@ import typer
 from typer.testing import CliRunner
 
 from alarms.catalog import build_catalog
+from alarms.runbook_pages import INDEX, alarms_of, listed_alarms, refresh, render_index, sections
 from pipeline.pii.offline import OfflineDetector
 from pipeops.cli import runbook_app
 from runbooks.catalog import SECTIONS, Runbook, UnknownRunbookError, load_page, page_path, parse
-from runbooks.docs import INDEX, alarms_of, listed_alarms, refresh, render_index, sections
-from sandbox.template import load_template
+from stack.template import load_template
 
 SPECS = build_catalog(load_template())
 RUNBOOKS = list(Runbook)
@@ -56,11 +56,11 @@ def test_each_page_names_exactly_the_alarms_that_send_people_to_it(runbook: Runb
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=str)
 def test_each_pages_generated_alarms_block_is_current(runbook: Runbook) -> None:
     text = load_page(runbook)
-    assert refresh(text, runbook, SPECS) == text, "run `python -m runbooks.docs`"
+    assert refresh(text, runbook, SPECS) == text, "run `python -m alarms.docs`"
 
 
 def test_the_index_is_current() -> None:
-    assert INDEX.read_text(encoding="utf-8") == render_index(SPECS), "run `python -m runbooks.docs`"
+    assert INDEX.read_text(encoding="utf-8") == render_index(SPECS), "run `python -m alarms.docs`"
 
 
 def test_the_generated_block_follows_a_changed_alarm() -> None:

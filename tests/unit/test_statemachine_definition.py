@@ -504,7 +504,7 @@ def test_a_files_retry_budget_fits_well_inside_the_workflow_timeout() -> None:
     detect and redact: by timeouts alone, or by transient errors alone, it uses under half of the
     workflow's 25 minutes; even alternating both (each retrier counts its own attempts), under 70%.
     (The seed budget -- 10 s x 2.5^n over 5 attempts for any error -- took 22.7 of the 25 minutes.)"""
-    from sandbox.template import load_template
+    from stack.template import load_template
 
     resources = load_template()["Resources"]
     by_timeouts = by_transient = mixed = 0.0

@@ -27,7 +27,7 @@ from pipeops.views import (
     status_findings,
 )
 from runbooks.catalog import Runbook
-from sandbox.template import load_template
+from stack.template import load_template
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 ALARMS = {spec.name_suffix: spec for spec in build_catalog(load_template())}

@@ -1,4 +1,4 @@
-"""template.yaml: lint, offline SAM transform, and the relations DESIGN.md §1 promises.
+"""template.yaml: lint, offline SAM transform, and the relations docs/ARCHITECTURE.md#failure-modes-designed-out promises.
 
 Runs offline in a couple of seconds: cfn-lint's Python API and aws-sam-translator, no AWS call.
 """
@@ -17,31 +17,14 @@ from cfnlint.api import ManualArgs, lint, lint_file
 from packaging.requirements import Requirement
 
 from pipeline.config import ALL_ENV_NAMES
-from sandbox.template import (
-    DEFAULT_CODE_URI,
-    PROJECT_ROOT,
-    TEMPLATE_PATH,
-    TemplateError,
-    load_template,
-    package,
-    transform,
-)
+from pipeline.stack import Function
+from sandbox.template import DEFAULT_CODE_URI, package, transform
+from stack.template import PROJECT_ROOT, TEMPLATE_PATH, TemplateError, load_template
 
 REGIONS = ["us-east-1", "eu-west-1"]
 ASL_PATH = PROJECT_ROOT / "pipeline" / "statemachine" / "pipeline.asl.json"
 
-# Each function's handler module: the pipeline's in pipeline/handlers/, the sidecar's in monitors/.
-HANDLERS = {
-    "IngestFunction": "pipeline.handlers.ingest",
-    "RouterFunction": "pipeline.handlers.router",
-    "BatchTriggerFunction": "pipeline.handlers.batch_trigger",
-    "WorkflowTrackerFunction": "pipeline.handlers.workflow_tracker",
-    "DetectFunction": "pipeline.handlers.detect",
-    "GenerateSyntheticFunction": "pipeline.handlers.generate_synthetic",
-    "RedactFunction": "pipeline.handlers.redact",
-    "FinalizeFunction": "pipeline.handlers.finalize",
-    "ReconcilerFunction": "monitors.reconcile.handler",
-}
+HANDLERS = {function.value: function.handler_module for function in Function}
 # Functions that know the state machine; the task functions must not (the state machine
 # depends on them: a reference back is a circular dependency).
 STATE_MACHINE_CLIENTS = {"RouterFunction", "BatchTriggerFunction", "WorkflowTrackerFunction", "ReconcilerFunction"}
@@ -122,7 +105,7 @@ def format_matches(matches: list[Any]) -> str:
     return "\n".join(f"{m.rule.id} {m.message} ({m.filename}:{m.linenumber})" for m in matches)
 
 
-# ------------------------------------------------------------------------ sandbox.template API
+# -------------------------------------------------------------- stack.template, sandbox.template API
 
 
 def test_loader_reads_short_tags_in_their_long_form(tmp_path: Path) -> None:
@@ -360,7 +343,7 @@ def test_queue_relations_hold(template: dict[str, Any], cfn: dict[str, Any]) -> 
     assert max_receive == 5
     # AWS: at least six times the function timeout, plus the batching window.
     assert visibility >= 6 * router_timeout + batching_window
-    # A message that keeps failing reaches the DLQ before it expires (DESIGN.md §1, failure mode 6).
+    # A message that keeps failing reaches the DLQ before it expires (docs/ARCHITECTURE.md#dlq-rot).
     assert max_receive * visibility < retention
     assert resolve(template, dead_letter["MessageRetentionPeriod"]) >= retention
     for queue in resources_of_type(cfn, "AWS::SQS::Queue").values():
@@ -518,7 +501,7 @@ def test_topic_display_names_fit_whatever_the_stack_name(template: dict[str, Any
 
 @pytest.mark.skipif(not ASL_PATH.exists(), reason=f"{ASL_PATH.name} is not written yet")
 def test_stale_job_window_outlasts_the_state_machine_timeout(template: dict[str, Any]) -> None:
-    # DESIGN.md §1 failure modes 2 and 3: a hung execution ends before its job counts as stale.
+    # docs/ARCHITECTURE.md#hung-executions: a hung execution ends before its job counts as stale.
     definition = json.loads(ASL_PATH.read_text(encoding="utf-8"))
     assert "TimeoutSeconds" in definition, "the state machine needs a TimeoutSeconds"
     stale_minutes = int(template["Parameters"]["StaleJobMinutes"]["Default"])

@@ -14,10 +14,10 @@ from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pipeline.stack import DEFAULT_STACK_NAME, Function
+
 if TYPE_CHECKING:
     import boto3
-
-DEFAULT_STACK_NAME = "pipeops"
 
 
 class StackNotFoundError(LookupError):
@@ -78,21 +78,7 @@ class StackResources:
 
     @property
     def function_names(self) -> list[str]:
-        return [
-            name
-            for name in (
-                self.IngestFunctionName,
-                self.RouterFunctionName,
-                self.BatchTriggerFunctionName,
-                self.WorkflowTrackerFunctionName,
-                self.DetectFunctionName,
-                self.GenerateSyntheticFunctionName,
-                self.RedactFunctionName,
-                self.FinalizeFunctionName,
-                self.ReconcilerFunctionName,
-            )
-            if name
-        ]
+        return [name for name in (getattr(self, f"{function}Name") for function in Function) if name]
 
 
 # botocore's own rule for a region name (botocore.utils.validate_region_name).
