@@ -242,9 +242,9 @@ def _entities_found(sandbox: Any, keys: list[str]) -> dict[str, int]:
     from pipeline.stores.tracking import TrackingStore
 
     outputs = sandbox.outputs
-    dynamodb = sandbox.client("dynamodb")
-    store = TrackingStore(outputs["TrackingTableName"], dynamodb)
-    claims = ClaimsStore(outputs["TrackingTableName"], outputs["CoordinationTableName"], dynamodb)
+    ddb = sandbox.client("dynamodb")
+    store = TrackingStore(outputs["TrackingTableName"], ddb)
+    claims = ClaimsStore(outputs["TrackingTableName"], outputs["CoordinationTableName"], ddb)
     found: Counter[str] = Counter()
     for run in set(claims.claimed_runs(outputs["InputBucketName"], keys).values()):
         record = store.get_run(run)
