@@ -16,22 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from monitors.reconcile.build import ReconcileTarget, build_reconciler
 from monitors.reconcile.loop import ActionResult as ReconcileResult
 from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
 from monitors.reconcile.model import Action, ActionKind, Finding, FindingKind, Observation, Plan
 from monitors.reconcile.plan import plan
 from monitors.reconcile.signals import Signals, signals
 from pipeline.config import load_reconcile_settings
-from pipeline.queue import JobQueue
-from pipeline.stores.audit import AuditStore
-from pipeline.stores.claims import ClaimsStore
-from pipeline.stores.executions import ExecutionsStore
-from pipeline.stores.run_index import RunIndex
-from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import TrackingStore
 from runbooks.automation.remedy_request import RemedyRequest
 from runbooks.automation.result import ActionOutcome, ActionResult, PlannedAction, RunbookResult, Verdict
 from runbooks.catalog import Runbook
@@ -191,22 +184,18 @@ def run_with(runbook: Runbook, reconciler: Reconciler, *, apply: bool, holders: 
 
 
 def build(request: RemedyRequest, grace_seconds: float | None) -> Reconciler:
-    """The scheduled reconciler's twin, seen from outside the stack: its slots and mode from the
-    router's configuration, its grace the router's timeout plus a margin (unless given)."""
+    """The scheduled reconciler's twin, seen from outside the stack (the one builder): its slots
+    and mode from the router's configuration, its grace the router's timeout plus a margin
+    (unless given)."""
     resources = request.resources
     router = request.client("lambda").get_function_configuration(FunctionName=resources.RouterFunctionName)
     variables = (router.get("Environment") or {}).get("Variables", {})
     grace = grace_seconds if grace_seconds is not None else float(int(router.get("Timeout", 60)) + GRACE_MARGIN_SECONDS)
-    dynamodb = request.client("dynamodb")
-    return Reconciler(
-        semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
-        executions=ExecutionsStore(request.client("stepfunctions"), resources.StateMachineArn),
-        tracking=TrackingStore(resources.TrackingTableName, dynamodb),
-        claims=ClaimsStore(resources.TrackingTableName, resources.CoordinationTableName, dynamodb),
-        runs=RunIndex(resources.TrackingTableName, dynamodb),
-        send=JobQueue(request.client("sqs"), resources.MainQueueUrl).send,
-        audit=AuditStore(resources.CoordinationTableName, dynamodb),
-        settings=load_reconcile_settings(variables, grace_seconds=grace),
-        actor=request.who() if request.apply else "dry run",
-        clock=lambda: datetime.now(UTC),
+    target = ReconcileTarget(
+        coordination_table=resources.CoordinationTableName,
+        tracking_table=resources.TrackingTableName,
+        state_machine_arn=resources.StateMachineArn,
+        main_queue_url=resources.MainQueueUrl,
     )
+    settings = load_reconcile_settings(variables, grace_seconds=grace)
+    return build_reconciler(request.client, target, settings, actor=request.who() if request.apply else "dry run", clock=request.clock)
