@@ -3,7 +3,7 @@ run ID [--apply]`: the runbook carried out (runbooks/automation)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -73,6 +73,18 @@ def run_runbook(
         list[str] | None,
         typer.Option("--group", metavar="ID", help="Act on these groups only (ids from the dry run). Repeatable."),
     ] = None,
+    holder: Annotated[
+        list[str] | None,
+        typer.Option("--holder", metavar="NAME", help="The reconciler runbooks: release these holders only. Repeatable."),
+    ] = None,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option("--run", metavar="ID", help="executions-failed / file-failure-rate: re-run these runs. Repeatable."),
+    ] = None,
+    grace_seconds: Annotated[
+        int | None,
+        typer.Option("--grace-seconds", min=0, help="The reconciler runbooks: how old a holder must be to act on."),
+    ] = None,
     endpoint_url: EndpointOption = None,
     stack_name: StackOption = None,
     region: RegionOption = None,
@@ -94,15 +106,28 @@ def run_runbook(
         raise fail(str(exc)) from None
     connection, resources = connect(stack_name, endpoint_url, region, profile)
     groups = list(group) if group else None
+    options = _options(holder, run_id, grace_seconds)
     if apply and not yes:
-        preview = run(runbook, resources, connection, apply=False, groups=groups)
+        preview = run(runbook, resources, connection, apply=False, groups=groups, options=options)
         if preview.exit_code != 1 or not preview.plan:  # nothing to do, or an error: say so, ask nothing
             _report(preview, as_json)
             return
         if not as_json:
             _print(preview)
         typer.confirm(f"Carry out these {len(preview.plan)} action(s)?", abort=True, err=True)
-    _report(run(runbook, resources, connection, apply=apply, groups=groups), as_json)
+    _report(run(runbook, resources, connection, apply=apply, groups=groups, options=options), as_json)
+
+
+def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: int | None) -> dict[str, Any]:
+    """The runbook's own selection (runbooks.automation.remedy_request): only what was given."""
+    options: dict[str, Any] = {}
+    if holders:
+        options["holders"] = list(holders)
+    if runs:
+        options["runs"] = list(runs)
+    if grace_seconds is not None:
+        options["grace_seconds"] = grace_seconds
+    return options
 
 
 def _report(result: RunbookResult, as_json: bool) -> None:
