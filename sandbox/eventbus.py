@@ -1047,8 +1047,3 @@ def _patched_s3_event_bridge(account_id: str, bucket: Any, event_name: Any, key:
     except Exception:  # S3 notifications are asynchronous in AWS: never fail the S3 call
         LOG.warning("S3 EventBridge notification failed", exc_info=True)
     return None
-
-
-def active_bus() -> EventBus | None:
-    """The event bus started in this process, if any."""
-    return _ACTIVE

@@ -849,8 +849,3 @@ def _patched_function_invoke(fn: Any, body: Any, request_headers: Any, response_
         # The Python runtime reports an exception escaping the handler (and a timeout) as Unhandled.
         response_headers["x-amz-function-error"] = "Unhandled"
     return result
-
-
-def active_runtime() -> LambdaRuntime | None:
-    """The runtime installed in this process, if any."""
-    return _ACTIVE

@@ -28,8 +28,7 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -313,12 +312,6 @@ class Sandbox:
                 return True
             time.sleep(0.05)
         return False
-
-
-@contextmanager
-def running_sandbox(**settings: Any) -> Iterator[Sandbox]:
-    with Sandbox(**settings) as sandbox:
-        yield sandbox
 
 
 def _forget_warm_state(function_name: str) -> None:
