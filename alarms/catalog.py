@@ -55,27 +55,89 @@ class WatchedMetric:
     aws: AwsMetricSpec | None = None  # when AWS publishes it
 
 
-@dataclass(frozen=True)
+RECONCILE_SCHEDULES: dict[str, int] = {
+    "rate(1 minute)": 60,
+    "rate(2 minutes)": 120,
+    "rate(5 minutes)": 300,
+    "rate(10 minutes)": 600,
+    "rate(15 minutes)": 900,
+}
+"""The ReconcileSchedule values the reconciler's alarms handle (its AllowedValues), with their
+periods. EventBridge wants `minute` for 1 and `minutes` otherwise; longer intervals would make a
+stall page after an hour or more."""
+DEFAULT_RECONCILE_SCHEDULE = "rate(5 minutes)"
+SCHEDULE_PARAMETER = "ReconcileSchedule"
+# One reconciler run at the default schedule: the period the reconciler's alarms are written for.
+RECONCILE_RUN_SECONDS = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
+# Periods CloudWatch accepts for an alarm: high resolution 10 or 30 s, else a multiple of a minute.
+_HIGH_RESOLUTION_PERIODS = (10, 30)
+_MAX_DESCRIPTION = 1024  # CloudWatch's limit on AlarmDescription
+
+
+@dataclass(frozen=True, kw_only=True)
 class AlarmSpec:
+    """One alarm, by keyword, in the manner of cdk-monitoring-constructs' alarm props.
+
+    Required: what it means (`summary`, a sentence), where to send a person (`runbook`,
+    `first_step`), what it watches, and two example series the tests replay (`fires_on` must fire
+    it, `quiet_on` must not). The rule defaults to the common shape: the Sum of a 1-minute period
+    above 0 once, missing data not breaching; an alarm states only where it differs. Every check
+    of a spec is in `__post_init__`, so a spec that cannot deploy or cannot be read is refused
+    where it is written.
+    """
+
     logical_id: str
     summary: str  # what it means when it fires, one sentence
     runbook: Runbook
     first_step: str
     watched: WatchedMetric
-    statistic: str
-    period: int
-    evaluation_periods: int
-    datapoints_to_alarm: int
-    threshold: float
-    comparison: Comparison
-    treat_missing_data: TreatMissingData
     fires_on: Series
     quiet_on: Series
-    rationale: str = ""
+    statistic: str = "Sum"
+    period: int = 60
+    evaluation_periods: int = 1
+    datapoints_to_alarm: int = 1
+    threshold: float = 0
+    comparison: Comparison = Comparison.GREATER_THAN_THRESHOLD
+    treat_missing_data: TreatMissingData = TreatMissingData.NOT_BREACHING
+    rationale: str = ""  # where we chose otherwise than AWS's recommended alarm, and why
     critical: bool = False  # part of the composite "pipeline unhealthy"
     fill: float | None = None  # watched as FILL(m, fill) metric math (alarms.evaluate, 9.)
     # The period is one reconciler run: ReconcileSchedule's interval (`period` is the default's).
     follows_schedule: bool = False
+
+    def __post_init__(self) -> None:
+        problems = [
+            *([] if self.logical_id.endswith("Alarm") else ["its logical id must end in 'Alarm'"]),
+            *([] if self.summary.endswith(".") else ["its summary must be a sentence ending in '.'"]),
+            *self._rule_problems(),
+            *self._schedule_problems(),
+            *([] if self.fires_on and self.quiet_on else ["it needs a firing and a quiet example series"]),
+        ]
+        if len(self.description) > _MAX_DESCRIPTION:
+            problems.append(f"description longer than CloudWatch's {_MAX_DESCRIPTION} characters")
+        if problems:
+            raise ValueError(f"{self.logical_id}: {'; '.join(problems)}")
+
+    def _rule_problems(self) -> list[str]:
+        found = []
+        if not 1 <= self.datapoints_to_alarm <= self.evaluation_periods:
+            found.append(f"{self.datapoints_to_alarm} of {self.evaluation_periods} datapoints cannot alarm")
+        if self.period not in _HIGH_RESOLUTION_PERIODS and (self.period <= 0 or self.period % 60):
+            found.append(f"period {self.period} s: CloudWatch wants 10, 30 or a multiple of 60")
+        return found
+
+    def _schedule_problems(self) -> list[str]:
+        """A reconciler alarm's period is one run, and its metric is sampled once a run."""
+        if not self.follows_schedule:
+            return []
+        found = []
+        if self.period != RECONCILE_RUN_SECONDS:
+            found.append(f"a reconciler alarm's period is one run at the default schedule, {RECONCILE_RUN_SECONDS} s")
+        metric = self.watched.metric
+        if metric is None or CATALOG[metric].period != self.period:
+            found.append("a reconciler alarm watches a reconciler metric sampled at the default schedule")
+        return found
 
     @property
     def name_suffix(self) -> str:
@@ -84,10 +146,7 @@ class AlarmSpec:
 
     @property
     def description(self) -> str:
-        text = f"{self.summary} Runbook: {self.runbook}. First: {self.first_step}"
-        if len(text) > 1024:
-            raise ValueError(f"{self.logical_id}: description longer than CloudWatch's 1024 characters")
-        return text
+        return f"{self.summary} Runbook: {self.runbook}. First: {self.first_step}"
 
     def rule(self, name: str | None = None) -> AlarmRule:
         """The evaluator's view of this alarm (the same numbers the template carries)."""
@@ -130,25 +189,18 @@ def resource_metric(kind: ResourceKind, name: str, logical_id: str) -> WatchedMe
 
 # -- facades, one per resource kind ------------------------------------------------------------
 
-_GT, _GE, _LT = Comparison.GREATER_THAN_THRESHOLD, Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, Comparison.LESS_THAN_THRESHOLD
-_QUIET, _BREACH = TreatMissingData.NOT_BREACHING, TreatMissingData.BREACHING
+_GE, _LT = Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, Comparison.LESS_THAN_THRESHOLD
 
 
 def dead_letter_queue_alarms(logical_id: str, holds: str, runbook: Runbook, first_step: str) -> list[AlarmSpec]:
     return [
         AlarmSpec(
-            f"{logical_id.replace('DeadLetterQueue', 'Dlq')}NotEmptyAlarm",
-            f"{logical_id} holds {holds}: each message is work that failed every retry and now waits for a person.",
-            runbook,
-            first_step,
-            resource_metric(ResourceKind.QUEUE, "ApproximateNumberOfMessagesVisible", logical_id),
-            "Maximum",
-            60,
-            1,
-            1,
-            0,
-            _GT,
-            _QUIET,
+            logical_id=f"{logical_id.replace('DeadLetterQueue', 'Dlq')}NotEmptyAlarm",
+            summary=f"{logical_id} holds {holds}: each message is work that failed every retry and now waits for a person.",
+            runbook=runbook,
+            first_step=first_step,
+            watched=resource_metric(ResourceKind.QUEUE, "ApproximateNumberOfMessagesVisible", logical_id),
+            statistic="Maximum",
             fires_on=(0, 0, 1),
             quiet_on=(0, None, 0),
             rationale="pages on the first message (AWS's backlog alarms wait for a depth): a DLQ message is a lost job",
@@ -162,52 +214,40 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
     near_timeout = round(0.8 * timeout_seconds * 1000)
     return [
         AlarmSpec(
-            f"{short}ErrorsAlarm",
-            f"{logical_id} raised or timed out in 3 of the last 5 minutes.",
-            Runbook.FUNCTION_ERRORS,
-            "read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
+            logical_id=f"{short}ErrorsAlarm",
+            summary=f"{logical_id} raised or timed out in 3 of the last 5 minutes.",
+            runbook=Runbook.FUNCTION_ERRORS,
+            first_step="read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
             "`pipeops failures` names the file for a task function",
-            resource_metric(ResourceKind.FUNCTION, "Errors", logical_id),
-            "Sum",
-            60,
-            5,
-            3,
-            0,
-            _GT,
-            _QUIET,
+            watched=resource_metric(ResourceKind.FUNCTION, "Errors", logical_id),
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
             fires_on=(0, 1, 2, 0, 1),
             quiet_on=(0, 1, None, 0, 0),
             rationale="3 of 5 minutes rather than 3 of 3: retries make single errors normal; a sustained rate is not",
         ),
         AlarmSpec(
-            f"{short}ThrottlesAlarm",
-            f"{logical_id} was throttled in 5 consecutive minutes (account or reserved concurrency).",
-            Runbook.FUNCTION_THROTTLES,
-            "compare ConcurrentExecutions with the account limit; check MaxConcurrentWorkflows",
-            resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id),
-            "Sum",
-            60,
-            5,
-            5,
-            0,
-            _GT,
-            _QUIET,
+            logical_id=f"{short}ThrottlesAlarm",
+            summary=f"{logical_id} was throttled in 5 consecutive minutes (account or reserved concurrency).",
+            runbook=Runbook.FUNCTION_THROTTLES,
+            first_step="compare ConcurrentExecutions with the account limit; check MaxConcurrentWorkflows",
+            watched=resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id),
+            evaluation_periods=5,
+            datapoints_to_alarm=5,
             fires_on=(1, 2, 1, 1, 3),
             quiet_on=(1, 0, 1, None, 1),
         ),
         AlarmSpec(
-            f"{short}DurationAlarm",
-            f"{logical_id}'s p99 duration passed 80% of its {timeout_seconds} s timeout in 3 of 5 minutes.",
-            Runbook.FUNCTION_DURATION,
-            "look for the slow dependency in its traces and logs before the timeouts start",
-            resource_metric(ResourceKind.FUNCTION, "Duration", logical_id),
-            "p99",
-            60,
-            5,
-            3,
-            near_timeout,
-            _GE,
-            _QUIET,
+            logical_id=f"{short}DurationAlarm",
+            summary=f"{logical_id}'s p99 duration passed 80% of its {timeout_seconds} s timeout in 3 of 5 minutes.",
+            runbook=Runbook.FUNCTION_DURATION,
+            first_step="look for the slow dependency in its traces and logs before the timeouts start",
+            watched=resource_metric(ResourceKind.FUNCTION, "Duration", logical_id),
+            statistic="p99",
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            threshold=near_timeout,
+            comparison=_GE,
             fires_on=(near_timeout, 10, near_timeout + 1, near_timeout * 1.1, 10),
             quiet_on=(near_timeout, 10, None, near_timeout - 1, 10),
             rationale="80% of the timeout at p99 (AWS recommends p90 against the timeout): the tail is what times out",
@@ -216,20 +256,14 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
 
 
 def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
-    def any_of(metric: str, suffix: str, summary: str, runbook: Runbook, first_step: str, critical: bool) -> AlarmSpec:
+    def any_of(metric: str, suffix: str, summary: str, runbook: Runbook, first_step: str, *, critical: bool) -> AlarmSpec:
+        """Any execution that `metric` counts, in one minute."""
         return AlarmSpec(
-            f"Executions{suffix}Alarm",
-            summary,
-            runbook,
-            first_step,
-            resource_metric(ResourceKind.STATE_MACHINE, metric, logical_id),
-            "Sum",
-            60,
-            1,
-            1,
-            0,
-            _GT,
-            _QUIET,
+            logical_id=f"Executions{suffix}Alarm",
+            summary=summary,
+            runbook=runbook,
+            first_step=first_step,
+            watched=resource_metric(ResourceKind.STATE_MACHINE, metric, logical_id),
             fires_on=(0, 0, 1),
             quiet_on=(0, None, 0),
             critical=critical,
@@ -242,7 +276,7 @@ def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
             "A workflow execution failed: its run is FAILED and its files were not all redacted.",
             Runbook.EXECUTIONS_FAILED,
             "`pipeops failures --since 1h` names the state, error, cause and file key",
-            True,
+            critical=True,
         ),
         any_of(
             "ExecutionsTimedOut",
@@ -250,7 +284,7 @@ def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
             "A workflow execution ran past the state machine's TimeoutSeconds.",
             Runbook.EXECUTIONS_FAILED,
             "`pipeops failures --since 1h`; a task that always times out shows there with its file key",
-            True,
+            critical=True,
         ),
         any_of(
             "ExecutionThrottled",
@@ -258,7 +292,7 @@ def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
             "Step Functions throttled StartExecution or state transitions.",
             Runbook.EXECUTION_THROTTLED,
             "lower MaxConcurrentWorkflows or ask for a higher Step Functions quota",
-            False,
+            critical=False,
         ),
     ]
 
@@ -267,19 +301,15 @@ def table_alarms(logical_id: str) -> list[AlarmSpec]:
     short = logical_id.removesuffix("Table")
     return [
         AlarmSpec(
-            f"{short}{direction}ThrottlesAlarm",
-            f"DynamoDB throttled {direction.lower()}s on {logical_id} in 5 consecutive minutes.",
-            Runbook.DYNAMODB_THROTTLES,
-            "on the coordination table the semaphore's one item is hot: lower MaxConcurrentWorkflows or the "
-            "router's batch size",
-            resource_metric(ResourceKind.TABLE, f"{direction}ThrottleEvents", logical_id),
-            "Sum",
-            60,
-            5,
-            5,
-            0,
-            _GT,
-            _QUIET,
+            logical_id=f"{short}{direction}ThrottlesAlarm",
+            summary=f"DynamoDB throttled {direction.lower()}s on {logical_id} in 5 consecutive minutes.",
+            runbook=Runbook.DYNAMODB_THROTTLES,
+            first_step="on the coordination table the semaphore's one item is hot: lower MaxConcurrentWorkflows or "
+            "the router's batch size",
+            watched=resource_metric(ResourceKind.TABLE, f"{direction}ThrottleEvents", logical_id),
+            evaluation_periods=5,
+            datapoints_to_alarm=5,
+            fill=0,
             fires_on=(1, 1, 4, 2, 1),
             quiet_on=(1, 1, 0, 2, 0),
             rationale="watched as `FILL(m, 0)`: DynamoDB publishes throttles only when there are some, and "
@@ -287,24 +317,9 @@ def table_alarms(logical_id: str) -> list[AlarmSpec]:
             "the bare metric the alarm would stay in ALARM after its first episode. Filled, the minutes without "
             "throttles count as 0 and the alarm returns to OK; a table with no throttle in the range has "
             "nothing to fill, and its missing data is not breaching: OK",
-            fill=0,
         )
         for direction in ("Read", "Write")
     ]
-
-
-RECONCILE_SCHEDULES: dict[str, int] = {
-    "rate(1 minute)": 60,
-    "rate(2 minutes)": 120,
-    "rate(5 minutes)": 300,
-    "rate(10 minutes)": 600,
-    "rate(15 minutes)": 900,
-}
-"""The ReconcileSchedule values the reconciler's alarms handle (its AllowedValues), with their
-periods. EventBridge wants `minute` for 1 and `minutes` otherwise; longer intervals would make a
-stall page after an hour or more."""
-DEFAULT_RECONCILE_SCHEDULE = "rate(5 minutes)"
-SCHEDULE_PARAMETER = "ReconcileSchedule"
 
 
 def schedule_condition(expression: str) -> str:
@@ -332,97 +347,100 @@ def schedule_period() -> Any:
     return period
 
 
-def semaphore_alarms() -> list[AlarmSpec]:
-    """The pipeline's own failure modes, from the reconciler's metrics (one sample per run)."""
-    recon = Function.RECONCILER
-    period = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
-    assert CATALOG[Metric.COUNTER_DRIFT].period == period, "the metric catalog samples at the default schedule"
+# The reconciler's alarms: the pipeline's own failure modes, from the metrics the reconciler emits
+# once a run. Each has one period per run (`follows_schedule`) and pages (critical).
 
-    def raised_flag(logical_id: str, metric: Metric, summary: str, runbook: Runbook, first_step: str, rationale: str = "") -> AlarmSpec:
-        """A 0/1 signal the reconciler computes: one run that raises it pages."""
-        return AlarmSpec(
-            logical_id,
-            summary,
-            runbook,
-            first_step,
-            pipeline_metric(metric, recon),
-            "Maximum",
-            period,
-            1,
-            1,
-            1,
-            _GE,
-            _QUIET,
-            fires_on=(0, 0, 1),
-            quiet_on=(0, None, 0),
-            rationale=rationale,
-            critical=True,
-            follows_schedule=True,
-        )
 
+def _reconciler_metric(metric: Metric) -> WatchedMetric:
+    return pipeline_metric(metric, Function.RECONCILER)
+
+
+def counter_alarms() -> list[AlarmSpec]:
+    """The semaphore's count against the executions holding its slots, in both directions."""
     return [
         AlarmSpec(
-            "CounterDriftAlarm",
-            "active_count has stayed above the executions holding slots for 3 reconciler runs: slots are leaking "
-            "faster than they are repaired, or the reconciler reports without repairing.",
-            Runbook.COUNTER_DRIFT,
-            "`pipeops reconcile` (dry run) shows which holder leaked and why; then `pipeops reconcile --apply`",
-            pipeline_metric(Metric.COUNTER_DRIFT, recon),
-            "Minimum",
-            period,
-            3,
-            3,
-            1,
-            _GE,
-            _QUIET,
+            logical_id="CounterDriftAlarm",
+            summary="active_count has stayed above the executions holding slots for 3 reconciler runs: slots are "
+            "leaking faster than they are repaired, or the reconciler reports without repairing.",
+            runbook=Runbook.COUNTER_DRIFT,
+            first_step="`pipeops reconcile` (dry run) shows which holder leaked and why; then "
+            "`pipeops reconcile --apply`",
+            watched=_reconciler_metric(Metric.COUNTER_DRIFT),
+            statistic="Minimum",
+            period=RECONCILE_RUN_SECONDS,
+            follows_schedule=True,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
+            threshold=1,
+            comparison=_GE,
             fires_on=(0, 1, 2, 1),
             quiet_on=(1, 2, 0, 1),
             rationale="the minimum over each run: a slot that was just released by the tracker is no drift",
             critical=True,
-            follows_schedule=True,
         ),
         AlarmSpec(
-            "CounterBelowRunningAlarm",
-            "active_count is below the executions holding slots: admission trusts the count, so more than "
+            logical_id="CounterBelowRunningAlarm",
+            summary="active_count is below the executions holding slots: admission trusts the count, so more than "
             "MaxConcurrentWorkflows may run until it is set right.",
-            Runbook.COUNTER_DRIFT,
-            "`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the count to "
-            "the holders",
-            pipeline_metric(Metric.COUNTER_DRIFT, recon),
-            "Maximum",
-            period,
-            1,
-            1,
-            0,
-            _LT,
-            _QUIET,
+            runbook=Runbook.COUNTER_DRIFT,
+            first_step="`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the "
+            "count to the holders",
+            watched=_reconciler_metric(Metric.COUNTER_DRIFT),
+            statistic="Maximum",
+            period=RECONCILE_RUN_SECONDS,
+            follows_schedule=True,
+            comparison=_LT,
             fires_on=(0, 0, -3),
             quiet_on=(0, None, 2),
             rationale="the other side of CounterDrift, on the first run that sees it: a count can only fall below "
             "its holders by a bad write (a hand edit, a bug), never by a race, and while it is low the cap is broken",
             critical=True,
-            follows_schedule=True,
         ),
+    ]
+
+
+def _raised_flag(logical_id: str, metric: Metric, summary: str, runbook: Runbook, first_step: str, rationale: str = "") -> AlarmSpec:
+    """A 0/1 signal the reconciler computes: one run that raises it pages."""
+    return AlarmSpec(
+        logical_id=logical_id,
+        summary=summary,
+        runbook=runbook,
+        first_step=first_step,
+        watched=_reconciler_metric(metric),
+        statistic="Maximum",
+        period=RECONCILE_RUN_SECONDS,
+        follows_schedule=True,
+        threshold=1,
+        comparison=_GE,
+        fires_on=(0, 0, 1),
+        quiet_on=(0, None, 0),
+        rationale=rationale,
+        critical=True,
+    )
+
+
+def stall_alarms() -> list[AlarmSpec]:
+    """Nothing moves: every slot taken with nothing running, a run waiting, or a release held back."""
+    return [
         AlarmSpec(
-            "SlotsFullIdleAlarm",
-            "Every slot is counted taken while no router-started execution runs: the pipeline is stalled "
+            logical_id="SlotsFullIdleAlarm",
+            summary="Every slot is counted taken while no router-started execution runs: the pipeline is stalled "
             "at max concurrency with nothing running.",
-            Runbook.SLOTS_FULL_IDLE,
-            "`pipeops reconcile --apply` releases the leaked slots (check `pipeops status` first)",
-            pipeline_metric(Metric.SLOTS_FULL_IDLE, recon),
-            "Maximum",
-            period,
-            2,
-            2,
-            1,
-            _GE,
-            _QUIET,
+            runbook=Runbook.SLOTS_FULL_IDLE,
+            first_step="`pipeops reconcile --apply` releases the leaked slots (check `pipeops status` first)",
+            watched=_reconciler_metric(Metric.SLOTS_FULL_IDLE),
+            statistic="Maximum",
+            period=RECONCILE_RUN_SECONDS,
+            follows_schedule=True,
+            evaluation_periods=2,
+            datapoints_to_alarm=2,
+            threshold=1,
+            comparison=_GE,
             fires_on=(0, 1, 1),
             quiet_on=(1, 0, 1),
             critical=True,
-            follows_schedule=True,
         ),
-        raised_flag(
+        _raised_flag(
             "BacklogStalledAlarm",
             Metric.BACKLOG_STALLED,
             "A run has waited QUEUED past the stall window (BacklogStallSeconds) while no run moved.",
@@ -430,7 +448,7 @@ def semaphore_alarms() -> list[AlarmSpec]:
             "`pipeops status` shows the oldest QUEUED run and the slots; `pipeops reconcile` says why nothing starts",
             rationale="not SQS's ApproximateAgeOfOldestMessage: every capacity wait re-sends the message and resets it",
         ),
-        raised_flag(
+        _raised_flag(
             "ImplausibleDriftAlarm",
             Metric.IMPLAUSIBLE_DRIFT,
             "The reconciler held back releasing slots on absence (no execution of their names found, more than "
@@ -439,50 +457,54 @@ def semaphore_alarms() -> list[AlarmSpec]:
             Runbook.IMPLAUSIBLE_DRIFT,
             "`pipeops reconcile` names the holders; once checked, `pipeops reconcile --apply --release NAME`",
         ),
-        AlarmSpec(
-            "ReconcilerSilentAlarm",
-            "The reconciler has stopped reporting for 3 of its runs: nothing repairs drift and its alarms see nothing.",
-            Runbook.RECONCILER_SILENT,
-            "check the ReconcilerFunction's errors and its schedule rule (enabled, ReconcileSchedule)",
-            pipeline_metric(Metric.RECONCILE_RUNS, recon),
-            "Sum",
-            period,
-            3,
-            3,
-            1,
-            _LT,
-            TreatMissingData.IGNORE,
-            fires_on=(1, None, None, None),
-            quiet_on=(1, None, 1, None),
-            rationale="watched as `FILL(m, 0)` with missing data ignored, so that a new stack is quiet until there "
-            "is something to say: while a heartbeat is in the evaluation range every run without one counts as 0, "
-            "and 3 in a row page (15 minutes at the default 5-minute ReconcileSchedule; the period is always one "
-            "scheduled run). Before the first heartbeat there is nothing to fill and the alarm stays "
-            "INSUFFICIENT_DATA (the price: a reconciler that never runs at all pages nobody; `pipeops alarms list` "
-            "shows ReconcilerSilent INSUFFICIENT_DATA and its errors reach the state topic as ReconcilerErrors); "
-            "once the last heartbeat leaves the range, `ignore` keeps the ALARM until the reconciler reports again",
-            critical=True,
-            fill=0,
-            follows_schedule=True,
-        ),
     ]
+
+
+def heartbeat_alarm() -> AlarmSpec:
+    """The reconciler itself: one heartbeat a run, and its absence pages."""
+    return AlarmSpec(
+        logical_id="ReconcilerSilentAlarm",
+        summary="The reconciler has stopped reporting for 3 of its runs: nothing repairs drift and its alarms see "
+        "nothing.",
+        runbook=Runbook.RECONCILER_SILENT,
+        first_step="check the ReconcilerFunction's errors and its schedule rule (enabled, ReconcileSchedule)",
+        watched=_reconciler_metric(Metric.RECONCILE_RUNS),
+        period=RECONCILE_RUN_SECONDS,
+        follows_schedule=True,
+        evaluation_periods=3,
+        datapoints_to_alarm=3,
+        threshold=1,
+        comparison=_LT,
+        treat_missing_data=TreatMissingData.IGNORE,
+        fill=0,
+        fires_on=(1, None, None, None),
+        quiet_on=(1, None, 1, None),
+        rationale="watched as `FILL(m, 0)` with missing data ignored, so that a new stack is quiet until there "
+        "is something to say: while a heartbeat is in the evaluation range every run without one counts as 0, "
+        "and 3 in a row page (15 minutes at the default 5-minute ReconcileSchedule; the period is always one "
+        "scheduled run). Before the first heartbeat there is nothing to fill and the alarm stays "
+        "INSUFFICIENT_DATA (the price: a reconciler that never runs at all pages nobody; `pipeops alarms list` "
+        "shows ReconcilerSilent INSUFFICIENT_DATA and its errors reach the state topic as ReconcilerErrors); "
+        "once the last heartbeat leaves the range, `ignore` keeps the ALARM until the reconciler reports again",
+        critical=True,
+    )
+
+
+def semaphore_alarms() -> list[AlarmSpec]:
+    """The pipeline's own failure modes, from the reconciler's metrics (one sample per run)."""
+    return [*counter_alarms(), *stall_alarms(), heartbeat_alarm()]
 
 
 def router_alarms() -> list[AlarmSpec]:
     return [
         AlarmSpec(
-            "RouterFailuresAlarm",
-            "The router failed to route messages in 2 of the last 15 minutes (retried, then the DLQ).",
-            Runbook.ROUTER_FAILURES,
-            "Logs Insights on the router: `filter level = \"ERROR\" | stats count() by reason`",
-            pipeline_metric(Metric.ROUTER_FAILURES, Function.ROUTER),
-            "Sum",
-            60,
-            15,
-            2,
-            0,
-            _GT,
-            _QUIET,
+            logical_id="RouterFailuresAlarm",
+            summary="The router failed to route messages in 2 of the last 15 minutes (retried, then the DLQ).",
+            runbook=Runbook.ROUTER_FAILURES,
+            first_step="Logs Insights on the router: `filter level = \"ERROR\" | stats count() by reason`",
+            watched=pipeline_metric(Metric.ROUTER_FAILURES, Function.ROUTER),
+            evaluation_periods=15,
+            datapoints_to_alarm=2,
             fires_on=(1, 0, 0, 0, 0, 0, 1),
             quiet_on=(4, 0, 0, 0, 0, 0, None),
             rationale="2 of the last 15 minutes, not 3 of 5: one poison message fails once per visibility timeout "
@@ -495,21 +517,17 @@ def router_alarms() -> list[AlarmSpec]:
 
 
 def pipeline_alarms() -> list[AlarmSpec]:
-    metric = CATALOG[Metric.RUN_FILE_FAILURE_PERCENT]
     return [
         AlarmSpec(
-            "FileFailureRateAlarm",
-            "On average more than 20% of the files of the runs accounted for in 5 minutes failed.",
-            Runbook.FILE_FAILURE_RATE,
-            "`pipeops jobs --status FAILED` and `pipeops job show <id>`: one bad file type, or a detector outage",
-            pipeline_metric(Metric.RUN_FILE_FAILURE_PERCENT, Function.FINALIZE),
-            "Average",
-            metric.period,
-            1,
-            1,
-            20,
-            _GT,
-            _QUIET,
+            logical_id="FileFailureRateAlarm",
+            summary="On average more than 20% of the files of the runs accounted for in 5 minutes failed.",
+            runbook=Runbook.FILE_FAILURE_RATE,
+            first_step="`pipeops jobs --status FAILED` and `pipeops job show <id>`: one bad file type, or a detector "
+            "outage",
+            watched=pipeline_metric(Metric.RUN_FILE_FAILURE_PERCENT, Function.FINALIZE),
+            statistic="Average",
+            period=CATALOG[Metric.RUN_FILE_FAILURE_PERCENT].period,
+            threshold=20,
             fires_on=(0, None, 50),
             quiet_on=(50, None, 10),
             rationale="one period, not two in a row: in a quiet hour the one bad run is the only sample of its "

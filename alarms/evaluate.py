@@ -525,54 +525,65 @@ def evaluate(
     (a time-scaled sandbox shows the wall-clock time too). See the module docstring.
     """
     previous = AlarmState(previous)
-    n = rule.evaluation_periods
     period = timedelta(seconds=rule.period_seconds)
     start, end = evaluation_window(rule, now, range_periods=range_periods)
     slots = [end - period * (i + 1) for i in range((end - start) // period)]  # newest first
     values = _aligned(datapoints, rule.period_seconds, "datapoints")
     if rule.fill is not None and any(t in values for t in slots):
         values = {t: values.get(t, rule.fill) for t in slots}  # FILL: a value in every period
+    evaluated, real_count = _evaluated_points(rule, values, slots)
+    state, reason = _decide(
+        rule, evaluated, real_count=real_count, range_count=len(slots), previous=previous, stamp=stamp
+    )
+    thin = _thin_periods(rule, evaluated, sample_counts)
+    if thin:
+        state, reason = _retain(
+            previous,
+            f"Low sample count: {_plural(thin, 'period')} had fewer than {minimum_samples(rule.statistic)} "
+            f"samples for {rule.statistic} and EvaluateLowSampleCountPercentile is ignore",
+        )
+    return Verdict(state=state, reason=reason, datapoints=tuple(evaluated), changed=state is not previous)
 
+
+def _evaluated_points(
+    rule: AlarmRule, values: Mapping[datetime, float], slots: list[datetime]
+) -> tuple[list[Evaluated], int]:
+    """The N periods evaluated, newest first, and how many of the range's periods have data.
+
+    The most recent N with data; when fewer have data, the shortfall is filled from the most
+    recent missing periods, as TreatMissingData says (breaching, not breaching, or neither)."""
+    n = rule.evaluation_periods
     real = [
         Evaluated(t, values[t], rule.comparison.breaches(values[t], rule.threshold))
         for t in slots
         if t in values
     ]
     if len(real) >= n:
-        evaluated = real[:n]
-    else:
-        # Fill only the shortfall, from the most recent missing periods.
-        fill_as = {
-            TreatMissingData.BREACHING: True,
-            TreatMissingData.NOT_BREACHING: False,
-        }.get(rule.treat_missing_data)
-        gaps = [Evaluated(t, None, fill_as) for t in slots if t not in values][: n - len(real)]
-        evaluated = sorted(real + gaps, key=lambda point: point.timestamp, reverse=True)
+        return real[:n], len(real)
+    fill_as = {
+        TreatMissingData.BREACHING: True,
+        TreatMissingData.NOT_BREACHING: False,
+    }.get(rule.treat_missing_data)
+    gaps = [Evaluated(t, None, fill_as) for t in slots if t not in values][: n - len(real)]
+    return sorted(real + gaps, key=lambda point: point.timestamp, reverse=True), len(real)
 
-    state, reason = _decide(
-        rule, evaluated, real_count=len(real), range_count=len(slots), previous=previous, stamp=stamp
-    )
 
+def _thin_periods(
+    rule: AlarmRule, evaluated: list[Evaluated], sample_counts: Mapping[datetime, float] | None
+) -> int:
+    """How many evaluated periods have too few samples for a percentile that ignores them
+    (0 when the check does not apply, or no sample counts were given)."""
     if (
-        sample_counts is not None
-        and rule.is_percentile
-        and (rule.evaluate_low_sample_count_percentile is LowSampleCountPercentile.IGNORE)
+        sample_counts is None
+        or not rule.is_percentile
+        or rule.evaluate_low_sample_count_percentile is not LowSampleCountPercentile.IGNORE
     ):
-        counts = _aligned(sample_counts, rule.period_seconds, "sample counts")
-        needed = minimum_samples(rule.statistic)
-        thin = [
-            p
-            for p in evaluated
-            if p.value is not None and p.timestamp in counts and counts[p.timestamp] < needed
-        ]
-        if thin:
-            state, reason = _retain(
-                previous,
-                f"Low sample count: {_plural(len(thin), 'period')} had fewer than {needed} samples "
-                f"for {rule.statistic} and EvaluateLowSampleCountPercentile is ignore",
-            )
-
-    return Verdict(state=state, reason=reason, datapoints=tuple(evaluated), changed=state is not previous)
+        return 0
+    counts = _aligned(sample_counts, rule.period_seconds, "sample counts")
+    needed = minimum_samples(rule.statistic)
+    return sum(
+        1 for p in evaluated if p.value is not None and p.timestamp in counts and counts[p.timestamp] < needed
+    )
 
 
 def _decide(

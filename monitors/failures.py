@@ -9,12 +9,13 @@ still names its file here. `explain(history)` is pure; `failures(...)` does the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from pipeline.status import ExecutionStatus
+from pipeline.stores.executions import ExecutionsStore
 
 MAX_CAUSE_CHARS = 500
 # Keys under which a task's input names the object it works on (ours first).
@@ -145,24 +146,19 @@ def _origin(event: Mapping[str, Any], by_id: Mapping[int, Mapping[str, Any]]) ->
     return state, key
 
 
-def _history(sfn: Any, arn: str) -> Iterator[Mapping[str, Any]]:
-    for page in sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
-        yield from page["events"]
-
-
 def failures(sfn: Any, state_machine_arn: str, since: datetime, *, limit: int = 50, include_recovered: bool = False) -> list[Failure]:
     """Failures of executions that started since `since` (newest first, at most `limit` executions
     read): failed, timed-out and aborted ones, and the task failures inside those that succeeded."""
+    executions = ExecutionsStore(sfn, state_machine_arn)
     found: list[Failure] = []
     read = 0
-    for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn):
-        for execution in page["executions"]:
-            if execution["startDate"] < since or read >= limit:
-                return found
-            if execution["status"] == ExecutionStatus.RUNNING:
-                continue
-            read += 1
-            for failure in explain(execution["name"], execution["status"], _history(sfn, execution["executionArn"])):
-                if include_recovered or not failure.recovered:
-                    found.append(failure)
+    for execution in executions.listed():
+        if execution.started_at < since or read >= limit:
+            return found
+        if execution.status is ExecutionStatus.RUNNING:
+            continue
+        read += 1
+        for failure in explain(execution.name, execution.status.value, executions.history(execution.arn)):
+            if include_recovered or not failure.recovered:
+                found.append(failure)
     return found

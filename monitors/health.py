@@ -19,7 +19,8 @@ from typing import Any
 
 from pipeline.config import load_settings
 from pipeline.jobs import format_timestamp
-from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, ExecutionStatus, JobStatus
+from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 
@@ -183,11 +184,6 @@ def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float
     return float(points[-1]["Maximum"]) if points else None
 
 
-def _running(sfn: Any, state_machine_arn: str) -> int:
-    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter=ExecutionStatus.RUNNING)
-    return sum(len(page["executions"]) for page in pages)
-
-
 def _max_concurrency(lambda_client: Any, router_function: str) -> int:
     env = lambda_client.get_function_configuration(FunctionName=router_function).get("Environment", {})
     return load_settings(env.get("Variables", {})).max_concurrent_workflows
@@ -225,7 +221,7 @@ def observe(
         active_count=semaphore.active_count,
         holders=dict(semaphore.holders),
         max_concurrency=_max_concurrency(client("lambda"), resources.RouterFunctionName),
-        running_executions=_running(client("stepfunctions"), resources.StateMachineArn),
+        running_executions=sum(1 for _ in ExecutionsStore(client("stepfunctions"), resources.StateMachineArn).running()),
         active_runs={status.value: active.get(status, 0) for status in ACTIVE_STATUSES if active.get(status, 0)},
         recent_outcomes=recent_outcomes(ended, now, sorted(windows)),
     )

@@ -29,6 +29,7 @@ from pipeline.jobs import (
 )
 from pipeline.repairs import STALE_ERROR, finish_stale, stop_and_fail_stale
 from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
@@ -350,7 +351,7 @@ class BatchTrigger:
         store: TrackingStore,
         semaphore: Semaphore,
         s3: Any,
-        sfn: Any,
+        executions: ExecutionsStore,
         send: Callable[[JobMessage, int], None],
         settings: Settings,
         dynamodb: Any,
@@ -359,7 +360,7 @@ class BatchTrigger:
         self._store = store
         self._semaphore = semaphore
         self._s3 = s3
-        self._sfn = sfn
+        self._executions = executions
         self._send = send
         self._settings = settings
         self._dynamodb = dynamodb
@@ -447,10 +448,9 @@ class BatchTrigger:
         repair = stop_and_fail_stale(
             self._store,
             self._semaphore,
-            self._sfn,
+            self._executions,
             stale,
             now,
-            state_machine_arn=self._settings.state_machine_arn,
             stopped_by=STOPPED_BY,
         )
         self._count_release(repair.released, report)
@@ -460,13 +460,7 @@ class BatchTrigger:
         """Finish a reclaim interrupted after its claim: stop the execution if it runs, then release
         its slot (`pipeline.repairs.finish_stale`). Idempotent. A failing StopExecution raises with
         the slot still held; the next tick finds the run FAILED as reclaimed and settles it again."""
-        released = finish_stale(
-            self._semaphore,
-            self._sfn,
-            reclaimed,
-            state_machine_arn=self._settings.state_machine_arn,
-            stopped_by=STOPPED_BY,
-        )
+        released = finish_stale(self._semaphore, self._executions, reclaimed, stopped_by=STOPPED_BY)
         self._count_release(released, report)
 
     @staticmethod

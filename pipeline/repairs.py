@@ -23,13 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
-from pipeline.aws import error_code
-from pipeline.jobs import RunRef, execution_arn
+from pipeline.jobs import RunRef
 from pipeline.status import ExecutionStatus, JobStatus
-from pipeline.stores.semaphore import ReleaseResult, Semaphore
-from pipeline.stores.tracking import RunRecord, TrackingStore
+from pipeline.stores.protocols import ExecutionsProtocol, SemaphoreProtocol, TrackingProtocol
+from pipeline.stores.semaphore import ReleaseResult
+from pipeline.stores.tracking import RunRecord
 
 # A run's `cause` is for people to read; a stack trace in an execution's cause can be 32 KB.
 MAX_CAUSE_CHARS = 1000
@@ -37,7 +36,7 @@ MAX_CAUSE_CHARS = 1000
 STALE_ERROR = "StaleJobReclaimed"
 
 
-def release_holder(semaphore: Semaphore, name: str, *, acquired_at: str | None = None) -> ReleaseResult:
+def release_holder(semaphore: SemaphoreProtocol, name: str, *, acquired_at: str | None = None) -> ReleaseResult:
     """Give back the slot held for execution `name`; NOT_HELD when there is none to give back.
 
     Call it only where no execution of that name runs or can still start (docs/ARCHITECTURE.md#who-may-give-a-slot-back): the
@@ -93,7 +92,7 @@ class MarkResult:
 
 
 def mark_failed(
-    store: TrackingStore,
+    store: TrackingProtocol,
     run: RunRef,
     now: datetime,
     fields: Mapping[str, str],
@@ -127,7 +126,7 @@ def mark_failed(
 
 
 def mark_run_from_outcome(
-    store: TrackingStore,
+    store: TrackingProtocol,
     run: RunRef,
     status: ExecutionStatus | str,
     error: str | None,
@@ -167,13 +166,12 @@ class StaleRepair:
 
 
 def stop_and_fail_stale(
-    store: TrackingStore,
-    semaphore: Semaphore,
-    sfn: Any,
+    store: TrackingProtocol,
+    semaphore: SemaphoreProtocol,
+    executions: ExecutionsProtocol,
     stale: RunRecord,
     now: datetime,
     *,
-    state_machine_arn: str,
     stopped_by: str,
 ) -> StaleRepair:
     """Claim a stale run, then stop its execution, then give back its slot — in that order.
@@ -181,8 +179,8 @@ def stop_and_fail_stale(
     The claim is the FAILED write, conditional on the status and updated_at observed: if the run
     moved since, it is not stale, and nothing at all is done. Only the winner of that write
     touches the execution and the slot, so an outdated observation can never stop a healthy run
-    or free a slot still in use. `sfn` is a Step Functions client; `state_machine_arn` names the
-    execution of a run whose ARN was never recorded; `stopped_by` goes into the stop's cause.
+    or free a slot still in use. `executions` derives the ARN of a run that never recorded one;
+    `stopped_by` goes into the stop's cause.
     """
     mark = mark_failed(
         store,
@@ -195,13 +193,11 @@ def stop_and_fail_stale(
     if not mark.marked:
         return StaleRepair(mark)
     assert mark.record is not None
-    released = finish_stale(semaphore, sfn, mark.record, state_machine_arn=state_machine_arn, stopped_by=stopped_by)
+    released = finish_stale(semaphore, executions, mark.record, stopped_by=stopped_by)
     return StaleRepair(mark, released)
 
 
-def finish_stale(
-    semaphore: Semaphore, sfn: Any, reclaimed: RunRecord, *, state_machine_arn: str, stopped_by: str
-) -> ReleaseResult:
+def finish_stale(semaphore: SemaphoreProtocol, executions: ExecutionsProtocol, reclaimed: RunRecord, *, stopped_by: str) -> ReleaseResult:
     """Stop a claimed run's execution if it runs, then release its slot. Idempotent.
 
     The slot is released only once the execution is known not to be running: stopped here,
@@ -211,31 +207,21 @@ def finish_stale(
     so a claim interrupted here is finished by calling this again (the batch trigger does, on
     its next tick, for a run FAILED as reclaimed).
     """
-    arn = reclaimed.execution_arn or _derived_arn(state_machine_arn, reclaimed.run)
-    status = _execution_status(sfn, arn)
+    arn = reclaimed.execution_arn or _derived_arn(executions, reclaimed.run)
+    status = executions.status(arn)
     if status is not None and not status.is_terminal:
         try:
-            sfn.stop_execution(executionArn=arn, error=STALE_ERROR, cause=f"reclaimed by {stopped_by}")
+            executions.stop(arn, STALE_ERROR, f"reclaimed by {stopped_by}")
         except Exception:
             # It may have ended between the two calls; anything else leaves the slot held.
-            after = _execution_status(sfn, arn)
+            after = executions.status(arn)
             if after is None or not after.is_terminal:
                 raise
     return release_holder(semaphore, reclaimed.run.execution_name)
 
 
-def _derived_arn(state_machine_arn: str, run: RunRef) -> str:
+def _derived_arn(executions: ExecutionsProtocol, run: RunRef) -> str:
     """The deterministic ARN of the run's execution, for a run whose router never recorded it."""
-    if not state_machine_arn:
+    if not executions.state_machine_arn:
         raise ValueError("the run has no execution ARN recorded and no state machine ARN was given to derive it")
-    return execution_arn(state_machine_arn, run.execution_name)
-
-
-def _execution_status(sfn: Any, arn: str) -> ExecutionStatus | None:
-    """DescribeExecution's status for this exact ARN (the recorded one); None when none exists."""
-    try:
-        return ExecutionStatus(sfn.describe_execution(executionArn=arn)["status"])
-    except Exception as exc:
-        if error_code(exc) != "ExecutionDoesNotExist":
-            raise
-        return None
+    return executions.arn_of(run.execution_name)

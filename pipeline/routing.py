@@ -46,14 +46,14 @@ from pipeline.jobs import (
     MESSAGE_VERSION,
     JobMessage,
     MalformedMessageError,
-    execution_arn,
     format_timestamp,
     parse_timestamp,
     split_supported,
 )
 from pipeline.status import ExecutionStatus, FailedFileKind, JobStatus, empty_failed_files
-from pipeline.stores.semaphore import JointWrite, Semaphore, SemaphoreState
-from pipeline.stores.tracking import RunRecord, TrackingStore
+from pipeline.stores.protocols import ExecutionsProtocol, SemaphoreProtocol, TrackingProtocol
+from pipeline.stores.semaphore import JointWrite, SemaphoreState
+from pipeline.stores.tracking import RunRecord
 
 # Looks at the run per message before it is re-sent for later (each look follows a write some
 # other writer beat us to, so more than a few means something keeps moving the run).
@@ -267,16 +267,12 @@ class _Invocation:
     message: JobMessage
     now: datetime
     trace: Mapping[str, str]
-    state_machine: str
+    arn: str  # of the execution of the run's name
     token: str
 
     @property
     def name(self) -> str:
         return self.message.run.execution_name
-
-    @property
-    def arn(self) -> str:
-        return execution_arn(self.state_machine, self.name)
 
     @property
     def stamp(self) -> str:
@@ -286,23 +282,23 @@ class _Invocation:
 class Router:
     def __init__(
         self,
-        store: TrackingStore,
-        semaphore: Semaphore,
-        sfn: Any,
+        store: TrackingProtocol,
+        semaphore: SemaphoreProtocol,
+        executions: ExecutionsProtocol,
         defer: Callable[[JobMessage, int], None],
         settings: Settings,
         new_token: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
         self._store = store
         self._semaphore = semaphore
-        self._sfn = sfn
+        self._executions = executions
         self._defer = defer
         self._settings = settings
         self._new_token = new_token
 
     def route(self, message: JobMessage, now: datetime, trace: Mapping[str, str]) -> RouteResult:
-        state_machine = self._settings.require("state_machine_arn")  # before anything is written
-        call = _Invocation(message, now, trace, state_machine, self._new_token())
+        self._settings.require("state_machine_arn")  # before anything is written
+        call = _Invocation(message, now, trace, self._executions.arn_of(message.run.execution_name), self._new_token())
         if waits_of(message) and self._still_full(call):
             return self._resend(call)
         for _ in range(MAX_LOOKS):
@@ -310,7 +306,7 @@ class Router:
             record, slots = self._store.get_run_and_slots(message.run, self._semaphore)
             step = next_step(record)
             if step is Step.FIND_EXECUTION:
-                step = next_step(record, Seen.EXISTS if self._describe(call.arn) else Seen.NONE)
+                step = next_step(record, Seen.EXISTS if self._executions.status(call.arn) else Seen.NONE)
             if (
                 record is not None
                 and step in (Step.ADMIT, Step.RESUME)
@@ -412,14 +408,14 @@ class Router:
         payload = json.dumps(execution_input(record, files, unsupported, self._settings, call.trace), ensure_ascii=False)
         outcome, holding = RouteOutcome.STARTED, acquired
         try:
-            arn = self._sfn.start_execution(stateMachineArn=call.state_machine, name=call.name, input=payload)["executionArn"]
+            arn = self._executions.start(call.name, payload)
         except Exception as exc:
             failure = classify_start_failure(exc)
             code = error_code(exc) or type(exc).__name__
             status = None
             if failure is not StartFailure.REFUSED:
                 try:
-                    status = self._describe(call.arn)
+                    status = self._executions.status(call.arn)
                 except Exception as described:
                     raise StartExecutionError(code, released=False) from described
             if status is None:
@@ -451,12 +447,3 @@ class Router:
         except Exception as exc:
             return StartExecutionError(code, released=False, release_error=error_code(exc) or type(exc).__name__)
         return StartExecutionError(code, released=released)
-
-    def _describe(self, arn: str) -> str | None:
-        """The execution's status, or None when no execution has this ARN."""
-        try:
-            return str(self._sfn.describe_execution(executionArn=arn)["status"])
-        except Exception as exc:
-            if error_code(exc) == "ExecutionDoesNotExist":
-                return None
-            raise

@@ -19,8 +19,9 @@ from typing import Any
 from pipeline.jobs import RunRef, execution_name_from_arn
 from pipeline.repairs import MarkOutcome, mark_run_from_outcome, release_holder
 from pipeline.status import TERMINAL_EXECUTION_STATUSES
-from pipeline.stores.semaphore import ReleaseResult, Semaphore
-from pipeline.stores.tracking import RunRecord, TrackingStore
+from pipeline.stores.protocols import SemaphoreProtocol, TrackingProtocol
+from pipeline.stores.semaphore import ReleaseResult
+from pipeline.stores.tracking import RunRecord
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class TrackResult:
     refused_write: bool = False  # the FAILED mark was refused: the run had already ended otherwise
 
 
-def track(change: StatusChange, store: TrackingStore, semaphore: Semaphore, now: datetime) -> TrackResult:
+def track(change: StatusChange, store: TrackingProtocol, semaphore: SemaphoreProtocol, now: datetime) -> TrackResult:
     if change.status not in TERMINAL_EXECUTION_STATUSES:
         return TrackResult(TrackOutcome.IGNORED)
     released = release_holder(semaphore, change.execution_name)

@@ -164,9 +164,9 @@ def sandbox_up(
     The endpoint is printed (with --json: `"ready": true`) once the stack is deployed and every
     part runs; requests that arrive earlier are held until then.
     """
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.clock import TimeScale
     from sandbox.deploy import DeployError
-    from sandbox.sandbox import Sandbox
 
     malformed = [p for p in parameter or [] if "=" not in p]
     if malformed:
@@ -181,7 +181,7 @@ def sandbox_up(
     # The endpoint is printed only once every part runs: until then the served sandbox holds
     # other clients' requests, so a script may also poll describe_stacks for CREATE_COMPLETE.
     try:
-        sbx = Sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=scale).start()
+        sbx = pipeline_sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=scale).start()
     except DeployError as exc:
         raise _fail(f"the sandbox cannot deploy template.yaml: {exc}") from None
     except OSError as exc:  # the port is taken, or not ours to bind
@@ -463,10 +463,10 @@ def _reconcile_legacy(
 def _reconcile_history(
     since: str, endpoint_url: str | None, stack_name: str | None, region: str | None, profile: str | None, as_json: bool
 ) -> None:
-    """The repairs written since `since`, newest first (monitors.reconcile.audit reads them)."""
+    """The repairs written since `since`, newest first (pipeline.stores.audit reads them)."""
     from datetime import UTC, datetime
 
-    from monitors.reconcile.audit import read_history
+    from pipeline.stores.audit import AuditStore
     from pipeops.durations import parse_duration
 
     try:
@@ -474,7 +474,7 @@ def _reconcile_history(
     except ValueError as exc:
         raise _fail(str(exc)) from None
     connection, resources = _connect(stack_name, endpoint_url, region, profile)
-    found = read_history(connection.client("dynamodb"), resources.CoordinationTableName, datetime.now(UTC) - window, HISTORY_LIMIT)
+    found = AuditStore(resources.CoordinationTableName, connection.client("dynamodb")).history(datetime.now(UTC) - window, HISTORY_LIMIT)
     if as_json:
         render.emit_json("reconcile_history", {"since": since, **found.to_dict()})
     else:

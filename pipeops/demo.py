@@ -28,7 +28,8 @@ from alarms.cloudformation import COMPOSITE
 from alarms.live import spec_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
-from pipeline.status import ExecutionStatus, FileOutcome, JobStatus
+from pipeline.status import FileOutcome, JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.views import file_outcomes, run_summary
@@ -140,11 +141,11 @@ DEMO_PARAMETERS = {"FolderSettleSeconds": "2", "CapacityRetrySeconds": "2", "Rec
 
 @contextmanager
 def demo_sandbox(mode: str, max_concurrency: int = 3, time_scale: float = TIME_SCALE) -> Iterator[Sandbox]:
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.clock import TimeScale
-    from sandbox.sandbox import Sandbox
 
     parameters = {"RedactionMode": mode, "MaxConcurrentWorkflows": str(max_concurrency), **DEMO_PARAMETERS}
-    with Sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
+    with pipeline_sandbox(parameters=parameters, time_scale=TimeScale(time_scale)) as sandbox:
         yield sandbox
 
 
@@ -164,13 +165,13 @@ def run_mode(
 ) -> ModeResult:
     depth = 1
     resources = resources_of(sandbox)
-    dynamodb, sfn, s3 = sandbox.client("dynamodb"), sandbox.client("stepfunctions"), sandbox.client("s3")
+    dynamodb, s3 = sandbox.client("dynamodb"), sandbox.client("s3")
     store = TrackingStore(resources.TrackingTableName, dynamodb)
     semaphore = Semaphore(resources.CoordinationTableName, dynamodb)
+    executions = ExecutionsStore(sandbox.client("stepfunctions"), resources.StateMachineArn)
 
     def peaks() -> tuple[int, int]:
-        running = sfn.list_executions(stateMachineArn=resources.StateMachineArn, statusFilter=ExecutionStatus.RUNNING)
-        return len(running["executions"]), semaphore.read().active_count
+        return sum(1 for _ in executions.running()), semaphore.read().active_count
 
     keys = sorted(files)
     started = time.monotonic()

@@ -13,7 +13,10 @@ from typing import Any
 from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
 from pipeline.config import load_reconcile_settings
 from pipeline.queue import JobQueue
+from pipeline.stores.audit import AuditStore
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
 from stack.resources import StackResources
@@ -36,10 +39,11 @@ def build(resources: StackResources, client: Client, *, grace_seconds: float | N
     return Reconciler(
         semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), resources.StateMachineArn),
-        tracking=TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName),
+        tracking=TrackingStore(resources.TrackingTableName, dynamodb),
+        claims=ClaimsStore(resources.TrackingTableName, resources.CoordinationTableName, dynamodb),
+        runs=RunIndex(resources.TrackingTableName, dynamodb),
         send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
-        dynamodb=dynamodb,
-        coordination_table=resources.CoordinationTableName,
+        audit=AuditStore(resources.CoordinationTableName, dynamodb),
         settings=settings,
         actor=_caller(client),
         clock=lambda: datetime.now(UTC),

@@ -222,7 +222,7 @@ def _by(record: Mapping[str, Any]) -> str:
 
 def history_table(title: str, history: Mapping[str, Any]) -> Table:
     """The reconciler's repairs, newest first: when, what on which target and why, what it
-    observed and what it wrote (monitors.reconcile.audit), by whom."""
+    observed and what it wrote (pipeline.stores.audit), by whom."""
     records = history["records"]
     more = " (more: narrow --since)" if history["truncated"] else ""
     read = " (read by scanning the table: redeploy for the audit index)" if history["method"] == "scan" else ""

@@ -16,6 +16,8 @@ from typing import Any
 
 from monitors.health import Finding, HealthSnapshot, assess, observe
 from pipeline.status import FailedFileKind, FileOutcome, JobStatus
+from pipeline.stores.audit import AUDIT_RETENTION, AuditStore
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from stack.resources import StackResources
@@ -33,7 +35,7 @@ class StatusView:
     reconcile_findings: list[dict[str, str]] = field(default_factory=list)
     # The stack's alarms in ALARM now (name, reason, runbook): what pages, next to why.
     alarms_in_alarm: list[dict[str, Any]] = field(default_factory=list)
-    # The reconciler's newest repairs (monitors.reconcile.audit), newest first.
+    # The reconciler's newest repairs (pipeline.stores.audit), newest first.
     recent_repairs: list[dict[str, Any]] = field(default_factory=list)
 
     def pages(self) -> list[str]:
@@ -65,7 +67,6 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
     """The health snapshot, its findings, the reconciler's view and the alarms firing (`now`: the
     moment the windows of ended runs end at; default the clock)."""
     from alarms.live import list_alarms
-    from monitors.reconcile.loop import AUDIT_RETENTION, last_run
     from pipeops import reconcile
 
     client = _one_client_per_service(client)
@@ -74,14 +75,16 @@ def status(resources: StackResources, client: Client, now: datetime | None = Non
     active = Counter(run.status for run in dry.observed.active_runs)
     snapshot = observe(resources, client, now, active=active)
     firing = [view for view in list_alarms(client("cloudwatch"), resources.stack_name) if view.state == "ALARM"]
+    audit = AuditStore(resources.CoordinationTableName, client("dynamodb"))
+    last_run = audit.last_run()
     return StatusView(
         resources.stack_name,
         snapshot,
         assess(snapshot),
-        reconciler_last_run=last_run(client("dynamodb"), resources.CoordinationTableName),
+        reconciler_last_run=last_run.to_dict() if last_run else None,
         reconcile_findings=dry.to_dict()["findings"],
         alarms_in_alarm=[{"name": v.name, "reason": v.reason, "runbook": v.runbook} for v in firing],
-        recent_repairs=_recent_repairs(client("dynamodb"), resources.CoordinationTableName, (now or datetime.now(UTC)) - AUDIT_RETENTION),
+        recent_repairs=_recent_repairs(audit, (now or datetime.now(UTC)) - AUDIT_RETENTION),
     )
 
 
@@ -102,12 +105,10 @@ def _one_client_per_service(client: Client) -> Client:
 RECENT_REPAIRS = 5
 
 
-def _recent_repairs(dynamodb: Any, table: str, since: datetime) -> list[dict[str, Any]]:
+def _recent_repairs(audit: AuditStore, since: datetime) -> list[dict[str, Any]]:
     """The newest repairs from the audit index; none on a stack without it (status never scans the
     coordination table: `pipeops reconcile --history` does, saying so)."""
-    from monitors.reconcile.audit import read_history
-
-    history = read_history(dynamodb, table, since, RECENT_REPAIRS, scan_without_index=False)
+    history = audit.history(since, RECENT_REPAIRS, scan_without_index=False)
     return [record.to_dict() for record in history.records]
 
 
@@ -170,16 +171,14 @@ def file_outcomes(record: RunRecord) -> dict[str, str]:
     return dict(sorted(outcomes.items()))
 
 
-def _state_path(sfn: Any, execution_arn: str | None) -> list[str]:
+def _state_path(executions: ExecutionsStore, execution_arn: str | None) -> list[str]:
     if not execution_arn:
         return []
     path: list[str] = []
-    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
-    for page in pages:
-        for event in page["events"]:
-            entered = event.get("stateEnteredEventDetails")
-            if entered and (not path or path[-1] != entered["name"]):
-                path.append(entered["name"])
+    for event in executions.history(execution_arn):
+        entered = event.get("stateEnteredEventDetails")
+        if entered and (not path or path[-1] != entered["name"]):
+            path.append(entered["name"])
     return path
 
 
@@ -213,7 +212,7 @@ def job_detail(resources: StackResources, client: Client, job_id: str, log_limit
     return JobDetail(
         job_id=job_id,
         runs=[run_summary(r) for r in runs],
-        state_path=_state_path(client("stepfunctions"), latest.execution_arn),
+        state_path=_state_path(ExecutionsStore(client("stepfunctions"), resources.StateMachineArn), latest.execution_arn),
         file_outcomes=file_outcomes(latest),
         log_lines=_log_lines(client("logs"), resources.function_names, job_id, log_limit),
     )

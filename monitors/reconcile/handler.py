@@ -15,7 +15,9 @@ from monitors.reconcile.signals import signals
 from pipeline.aws import client
 from pipeline.config import load_reconcile_settings
 from pipeline.handlers import _wiring
+from pipeline.stores.audit import AuditStore
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -33,13 +35,15 @@ def _reconciler_parts() -> dict[str, Any]:
 def _reconciler(actor: str) -> Reconciler:
     parts = _reconciler_parts()
     settings = _wiring.settings()
+    tracking = _wiring.tracking_store()
     return Reconciler(
         semaphore=_wiring.semaphore(),
         executions=parts["executions"],
-        tracking=_wiring.tracking_store(),
+        tracking=tracking,
+        claims=_wiring.claims_store(),
+        runs=RunIndex(settings.require("tracking_table"), client("dynamodb")),
         send=_wiring.job_queue().send,
-        dynamodb=client("dynamodb"),
-        coordination_table=settings.require("coordination_table"),
+        audit=AuditStore(settings.require("coordination_table"), client("dynamodb")),
         settings=parts["settings"],
         actor=actor,
         clock=lambda: datetime.now(UTC),

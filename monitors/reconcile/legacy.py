@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.stores.executions import ExecutionsStore
+
 
 @dataclass(frozen=True)
 class LegacyCounter:
@@ -77,8 +79,7 @@ def decide(previous: LegacySample | None, current: LegacySample, grace_seconds: 
 def sample(dynamodb: Any, sfn: Any, counter: LegacyCounter, state_machine_arn: str, now: datetime) -> LegacySample:
     item = dynamodb.get_item(TableName=counter.table, Key=counter.key, ConsistentRead=True).get("Item") or {}
     count = int(item.get(counter.count_attribute, {}).get("N", "0"))
-    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter="RUNNING")
-    running = sum(len(page["executions"]) for page in pages)
+    running = sum(1 for _ in ExecutionsStore(sfn, state_machine_arn).running())
     return LegacySample(now.isoformat(), count, json.dumps(item, sort_keys=True), running)
 
 

@@ -9,15 +9,12 @@ finds the world changed is a lost race, counted and left to the next run.
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from monitors.reconcile.audit import AUDIT_PREFIX, AUDIT_STREAM, AUDIT_STREAM_ATTRIBUTE
 from monitors.reconcile.model import (
     Action,
     ActionKind,
@@ -32,13 +29,17 @@ from pipeline.config import ReconcileSettings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp, parse_timestamp
 from pipeline.repairs import mark_failed, release_holder
 from pipeline.status import JobStatus
-from pipeline.stores.executions import ExecutionsStore
-from pipeline.stores.semaphore import ReleaseResult, Semaphore
-from pipeline.stores.tracking import TrackingStore
+from pipeline.stores.audit import LastRun
+from pipeline.stores.protocols import (
+    AuditProtocol,
+    ClaimsProtocol,
+    ExecutionsProtocol,
+    RunIndexProtocol,
+    SemaphoreProtocol,
+    TrackingProtocol,
+)
+from pipeline.stores.semaphore import ReleaseResult
 
-AUDIT_RETENTION = timedelta(days=30)
-# One item, overwritten by every applied run: what `pipeops status` shows of the reconciler.
-LAST_RUN_KEY = "reconcile#last-run"
 MAX_LISTED_FINDINGS = 20
 
 
@@ -58,12 +59,13 @@ class Applied:
 class Reconciler:
     """Everything the reconciler reads and writes, built once (Lambda) or per command (CLI)."""
 
-    semaphore: Semaphore
-    executions: ExecutionsStore
-    tracking: TrackingStore
+    semaphore: SemaphoreProtocol
+    executions: ExecutionsProtocol
+    tracking: TrackingProtocol
+    claims: ClaimsProtocol  # which run each object's claim names
+    runs: RunIndexProtocol  # the tracking table's indexes: active runs, the latest end
     send: Callable[[JobMessage, int], None]  # announce a run on the main queue
-    dynamodb: Any  # for the audit records, in the coordination table
-    coordination_table: str
+    audit: AuditProtocol  # the repairs applied, and the last run
     settings: ReconcileSettings
     actor: str  # who applies: the Lambda's ARN or the CLI user's
     clock: Callable[[], datetime]
@@ -72,7 +74,7 @@ class Reconciler:
         semaphore_read_at = self.clock()
         state = self.semaphore.read()
         running = tuple(self.executions.running())
-        active = tuple(_active(record) for record in self.tracking.active_runs())
+        active = tuple(_active(record) for record in self.runs.active_runs())
         listed = {execution.name for execution in running}
         to_describe = {holder for holder in state.holders} | {
             run.execution_name for run in active if run.status is not JobStatus.QUEUED
@@ -102,7 +104,7 @@ class Reconciler:
         ]
         counts: dict[str, int] = {}
         for run in overdue_runs:
-            claims = self.tracking.claimed_runs(run.bucket, run.files) if run.files and run.bucket else {}
+            claims = self.claims.claimed_runs(run.bucket, run.files) if run.files and run.bucket else {}
             counts[run.target] = sum(1 for claimed in claims.values() if claimed == RunRef(run.job_id, run.started_at))
         return counts
 
@@ -112,7 +114,7 @@ class Reconciler:
         window_start = now - timedelta(seconds=self.settings.stall_seconds)
         if not queued or min(queued) >= format_timestamp(window_start):
             return None
-        ended = self.tracking.last_ended_after(format_timestamp(window_start))
+        ended = self.runs.last_ended_after(format_timestamp(window_start))
         return parse_timestamp(ended) if ended else None
 
     def act(self, actions: Sequence[Action], *, apply: bool) -> list[Applied]:
@@ -159,37 +161,30 @@ class Reconciler:
 
     def record_last_run(self, report: ReconcileReport) -> None:
         """Overwrite the last-run item: when, by whom, what it found and what it repaired."""
-        now = self.clock()
         findings = [{"kind": f.kind.value, "target": f.target} for f in report.plan.findings[:MAX_LISTED_FINDINGS]]
-        item = {
-            "doc_key": {"S": LAST_RUN_KEY},
-            "at": {"S": format_timestamp(now)},
-            "by": {"S": self.actor},
-            "findings": {"S": json.dumps(findings)},
-            "finding_count": {"N": str(len(report.plan.findings))},
-            "repairs": {"N": str(report.count(ActionResult.APPLIED))},
-            "races_lost": {"N": str(report.count(ActionResult.RACE_LOST))},
-            "remaining_findings": {"N": str(report.remaining_findings)},
-            "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
-        }
-        self.dynamodb.put_item(TableName=self.coordination_table, Item=item)
+        self.audit.record_last_run(
+            LastRun(
+                at=format_timestamp(self.clock()),
+                by=self.actor,
+                findings=findings,
+                finding_count=len(report.plan.findings),
+                repairs=report.count(ActionResult.APPLIED),
+                races_lost=report.count(ActionResult.RACE_LOST),
+                remaining_findings=report.remaining_findings,
+            )
+        )
 
     def _audit(self, action: Action) -> None:
         """What, why, before, after, when and by whom: one item per applied repair, kept 30 days."""
-        now = self.clock()
-        record = {
-            "doc_key": {"S": f"{AUDIT_PREFIX}{format_timestamp(now)}#{uuid.uuid4().hex[:8]}"},
-            AUDIT_STREAM_ATTRIBUTE: {"S": AUDIT_STREAM},  # puts it in the sparse index `audit-by-time`
-            "action": {"S": action.kind.value},
-            "target": {"S": action.target},
-            "reason": {"S": action.reason},
-            "before": {"S": json.dumps(dict(action.expected), sort_keys=True)},
-            "after": {"S": json.dumps(dict(action.values), sort_keys=True)},
-            "at": {"S": format_timestamp(now)},
-            "by": {"S": self.actor},
-            "expiration_time": {"N": str(int((now + AUDIT_RETENTION).timestamp()))},
-        }
-        self.dynamodb.put_item(TableName=self.coordination_table, Item=record)
+        self.audit.record(
+            action=action.kind.value,
+            target=action.target,
+            reason=action.reason,
+            before=action.expected,
+            after=action.values,
+            by=self.actor,
+            at=self.clock(),
+        )
 
 
 @dataclass(frozen=True)
@@ -257,22 +252,6 @@ def reconcile(reconciler: Reconciler, *, apply: bool, release: Sequence[str] = (
     if apply:
         reconciler.record_last_run(report)
     return report
-
-
-def last_run(dynamodb: Any, coordination_table: str) -> dict[str, Any] | None:
-    """The last applied run as plain data, or None if the reconciler never ran."""
-    item = dynamodb.get_item(TableName=coordination_table, Key={"doc_key": {"S": LAST_RUN_KEY}}).get("Item")
-    if not item:
-        return None
-    return {
-        "at": item["at"]["S"],
-        "by": item["by"]["S"],
-        "findings": json.loads(item["findings"]["S"]),
-        "finding_count": int(item["finding_count"]["N"]),
-        "repairs": int(item["repairs"]["N"]),
-        "races_lost": int(item["races_lost"]["N"]),
-        "remaining_findings": int(item["remaining_findings"]["N"]),
-    }
 
 
 def _active(record: Any) -> ActiveRun:

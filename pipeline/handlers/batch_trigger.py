@@ -9,6 +9,7 @@ from pipeline.aws import client
 from pipeline.batch import BatchTrigger
 from pipeline.handlers import _wiring
 from pipeline.jobs import utc_now
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -20,7 +21,7 @@ def batch_trigger() -> BatchTrigger:
         _wiring.tracking_store(),
         _wiring.semaphore(),
         client("s3"),
-        client("stepfunctions"),
+        ExecutionsStore(client("stepfunctions"), _wiring.settings().state_machine_arn),
         _wiring.job_queue().send,
         _wiring.settings(),
         client("dynamodb"),

@@ -26,6 +26,7 @@ from pipeline.routing import (
     UnsupportedMessageVersionError,
     parse_message,
 )
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -87,9 +88,9 @@ def failure_fields(exc: BaseException) -> dict[str, Any]:
 
 @_wiring.built_once
 def router() -> Router:
-    return Router(
-        _wiring.tracking_store(), _wiring.semaphore(), client("stepfunctions"), _wiring.job_queue().send, _wiring.settings()
-    )
+    settings = _wiring.settings()
+    executions = ExecutionsStore(client("stepfunctions"), settings.state_machine_arn)
+    return Router(_wiring.tracking_store(), _wiring.semaphore(), executions, _wiring.job_queue().send, settings)
 
 
 def route_record(record: SQSRecord) -> None:

@@ -7,10 +7,14 @@ so reading it costs the work in flight, never the table's size. `by-status` keys
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from pipeline.status import ACTIVE_STATUSES, JobStatus
-from pipeline.stores.tracking import ACTIVE_INDEX, STATUS_INDEX, RunRecord
+from pipeline.stores.tracking import RunRecord
+
+ACTIVE_INDEX = "active-jobs"
+STATUS_INDEX = "by-status"
 
 
 class RunIndex:
@@ -19,6 +23,25 @@ class RunIndex:
     def __init__(self, table_name: str, client: Any) -> None:
         self._table = table_name
         self._client = client
+
+    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
+        """Active runs from the sparse index, optionally only those not updated since a moment."""
+        statuses = [status] if status else list(ACTIVE_STATUSES)
+        paginator = self._client.get_paginator("query")
+        for active in statuses:
+            condition = "active_status = :s"
+            values: dict[str, Any] = {":s": {"S": active.value}}
+            if updated_before:
+                condition += " AND updated_at < :before"
+                values[":before"] = {"S": updated_before}
+            for page in paginator.paginate(
+                TableName=self._table,
+                IndexName=ACTIVE_INDEX,
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            ):
+                for item in page.get("Items", []):
+                    yield RunRecord.from_item(item)
 
     def count_active(self) -> dict[JobStatus, int]:
         """Runs in each active status, counted (Select=COUNT) on the sparse index."""
@@ -61,6 +84,15 @@ class RunIndex:
                 return stamps, False
             if len(stamps) >= cap:
                 return stamps, True
+
+    def last_ended_after(self, after: str) -> str | None:
+        """When the latest run ended after `after` (COMPLETE or FAILED), or None: one item read
+        per status, newest first."""
+        latest: list[str] = []
+        for status in (JobStatus.COMPLETE, JobStatus.FAILED):
+            response = self._client.query(**self._by_status(status, None, since=after, Limit=1, ProjectionExpression="updated_at"))
+            latest += [item["updated_at"]["S"] for item in response.get("Items", [])]
+        return max(latest, default=None)
 
     def _by_status(self, status: JobStatus, start: dict[str, Any] | None, *, since: str = "", **extra: Any) -> dict[str, Any]:
         """A newest-first query of the `by-status` index for one status (updated after `since`)."""

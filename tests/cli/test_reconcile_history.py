@@ -16,16 +16,16 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from monitors.reconcile.audit import (
+from pipeline.jobs import format_timestamp
+from pipeline.stores.audit import (
     AUDIT_INDEX,
     AUDIT_PREFIX,
     AUDIT_STREAM,
     AUDIT_STREAM_ATTRIBUTE,
+    AuditStore,
     actor_kind,
     changes,
-    read_history,
 )
-from pipeline.jobs import format_timestamp
 from pipeops.cli import app
 from tests.conftest import envelope
 
@@ -134,19 +134,19 @@ CLAIMS = 30
 def test_the_newest_repairs_of_a_window_are_read_newest_first(aws: None, with_index: bool, method: str) -> None:
     dynamodb = boto3.client("dynamodb")
     table = coordination_table(dynamodb, with_index=with_index)
-    window = read_history(dynamodb, table, NOW - timedelta(minutes=30))
+    window = AuditStore(table, dynamodb).history(NOW - timedelta(minutes=30))
     assert [r.target for r in window.records] == ["c", "b", "a"]
     assert (window.method, window.truncated) == (method, False)
     # The index reads the window's records only; a scan reads every item of the table.
     assert window.items_read == (3 if with_index else 4 + CLAIMS)
-    capped = read_history(dynamodb, table, NOW - timedelta(minutes=30), limit=2)
+    capped = AuditStore(table, dynamodb).history(NOW - timedelta(minutes=30), limit=2)
     assert [r.target for r in capped.records] == ["c", "b"] and capped.truncated
     assert capped.items_read == (3 if with_index else 4 + CLAIMS)  # the index: one past the limit says "more"
-    assert read_history(dynamodb, table, NOW).records == []
-    [record] = read_history(dynamodb, table, NOW - timedelta(minutes=6)).to_dict()["records"]
+    assert AuditStore(table, dynamodb).history(NOW).records == []
+    [record] = AuditStore(table, dynamodb).history(NOW - timedelta(minutes=6)).to_dict()["records"]
     assert record["changes"] == ["acquired_at was 2026-03-01T10:00:00.000000Z"] and record["by_kind"] == "person"
     if not with_index:  # `status` never scans: nothing rather than the whole table
-        assert read_history(dynamodb, table, NOW - timedelta(hours=1), scan_without_index=False).method == "unavailable"
+        assert AuditStore(table, dynamodb).history(NOW - timedelta(hours=1), scan_without_index=False).method == "unavailable"
 
 
 def test_history_lists_repairs_by_a_person_and_by_the_scheduled_lambda(make_sandbox: Any) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from pipeline.jobs import job_id_for_key
 from pipeline.status import JobStatus
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 from pipeline.telemetry.catalog import CATALOG, NAMESPACE, STANDARD_DIMENSIONS, Metric
@@ -126,7 +127,8 @@ def assert_semaphore_settled(sandbox: Any, holders: Mapping[str, str] | None = N
 
 
 def assert_no_active_runs(sandbox: Any) -> None:
-    assert [r.job_id for r in tracking(sandbox).active_runs()] == []
+    runs = RunIndex(sandbox.outputs["TrackingTableName"], sandbox.client("dynamodb"))
+    assert [r.job_id for r in runs.active_runs()] == []
     assert [r.job_id for r in all_runs(sandbox) if r.status.is_active] == []
 
 

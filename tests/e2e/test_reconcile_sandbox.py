@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from monitors.reconcile.loop import AUDIT_PREFIX
 from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AUDIT_PREFIX
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app

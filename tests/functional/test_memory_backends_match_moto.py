@@ -10,10 +10,20 @@ from typing import Any
 import pytest
 
 from pipeline.jobs import RunRef, format_timestamp
+from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AuditStore, LastRun
+from pipeline.stores.claims import ClaimsStore, ClaimWrite, ObjectClaim
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import AcquireResult, JointWrite, ReleaseResult, Semaphore
 from pipeline.stores.tracking import TrackingStore
-from tests.property.memory import MemorySemaphore, MemoryTrackingStore
+from tests.property.memory import (
+    MemoryAudit,
+    MemoryClaims,
+    MemoryRunIndex,
+    MemorySemaphore,
+    MemoryTrackingStore,
+)
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T = [format_timestamp(NOW + timedelta(seconds=s)) for s in range(10)]
@@ -207,6 +217,71 @@ def test_the_capacity_wait_reads_and_writes_give_the_same_results_and_states(rea
         JointWrite.SLOT_FREE,
         ReleaseResult.RELEASED,
     ]
+
+
+def claims_scenario(store: Any, claims: Any, runs: Any) -> list[Any]:
+    """Ingest's transactions (a run opened or joined together with the object's claim) with every
+    refusal, the reads ingest and the reconciler make of claims and heads, and the index reads."""
+    seen: list[Any] = []
+    at = [NOW + timedelta(seconds=s) for s in range(10)]
+    later, latest = RunRef("claims/", T[5]), RunRef("claims/", T[8])
+    a, b, c = (ObjectClaim("in", f"claims/{name}.txt", RUN) for name in "abc")
+
+    def step(outcome: Any) -> None:
+        seen.append((outcome, claims.ingest_view("in", a.key, "claims/"), store.pending_run("claims/")))
+
+    step(claims.open_run_with_claim(a, "in", at[0], announce_delay=30))
+    step(claims.open_run_with_claim(a, "in", at[0]))  # the object is claimed already
+    step(claims.join_run_with_claim(b, at[1], max_files=2))
+    step(claims.join_run_with_claim(c, at[2], max_files=2))  # full
+    step(claims.open_run_with_claim(ObjectClaim("in", c.key, later), "in", at[2]))  # the job has a pending run
+    store.clear_pending(RUN)
+    step(claims.open_run_with_claim(ObjectClaim("in", c.key, RunRef("claims/", T[0])), "in", at[3]))  # not after the latest
+    step(claims.join_run_with_claim(c, at[3]))  # the run left the pending pointer, but is still QUEUED: joined
+    step(claims.open_run_with_claim(ObjectClaim("in", "claims/d.txt", later), "in", at[4]))
+    step(claims.join_run_with_claim(a.succeeded_by(later, ObjectVersion("2", "v2")), at[5]))  # a newer version
+    step(claims.join_run_with_claim(a.succeeded_by(later, ObjectVersion("2", "v2")), at[5]))  # its revision moved
+    store.clear_pending(later)
+    store.create_run(latest, [], "in", at[6], lead=False)
+    step(claims.open_run_with_claim(ObjectClaim("in", "claims/e.txt", latest), "in", at[6]))  # the run exists
+    step(store.transition(later, JobStatus.IN_PROGRESS, at[7]) is not None)
+    step(claims.join_run_with_claim(ObjectClaim("in", "claims/f.txt", later), at[7]))  # no longer QUEUED
+    seen.append(claims.claimed_runs("in", ["claims/a.txt", "claims/b.txt", "claims/c.txt", "claims/d.txt", "claims/z.txt"]))
+    seen.append([claims.object_claim("in", key) for key in ("claims/a.txt", "claims/z.txt")])
+    seen.append([store.get_run(run) for run in (RUN, later, latest)])
+    seen.append((store.runs_of("claims/", 2), store.latest_runs(["claims/", "none/"])))
+    seen.append((runs.newest(JobStatus.QUEUED, 5), runs.count_active(), list(runs.active_runs(JobStatus.QUEUED, T[3]))))
+    seen.append((runs.ended_since(JobStatus.QUEUED, T[0], 1), runs.ended_since(JobStatus.QUEUED, T[0], 3)))
+    return seen
+
+
+def test_the_claim_transactions_and_index_reads_give_the_same_results_and_states(resources) -> None:
+    ddb = resources.client("dynamodb")
+    claims = ClaimsStore(resources.tracking_table, resources.coordination_table, ddb)
+    expected = claims_scenario(TrackingStore(resources.tracking_table, ddb), claims, RunIndex(resources.tracking_table, ddb))
+    memory = MemoryTrackingStore()
+    got = claims_scenario(memory, MemoryClaims(memory), MemoryRunIndex(memory))
+    assert got == expected
+    outcomes = [entry[0] for entry in expected[:13]]
+    assert set(ClaimWrite) - {ClaimWrite.CONFLICT} <= set(outcomes)  # (every refusal was met)
+
+
+def audit_scenario(audit: Any) -> list[Any]:
+    """Repairs recorded, the last run written over, and the trail read back by window and limit."""
+    seen: list[Any] = [audit.last_run(), audit.history(NOW - timedelta(hours=1)).records]
+    for minutes, target in ((50, "old"), (20, "a"), (10, "b"), (5, "c")):
+        at = NOW - timedelta(minutes=minutes)
+        audit.record(action="set_count", target=target, reason="drift", before={"version": 3}, after={"n": 1.5}, by="me", at=at)
+    for repairs in (1, 2):
+        audit.record_last_run(LastRun(T[repairs], "me", [{"kind": "CounterDrift", "target": "x"}], 1, repairs, 0, 0))
+    window, capped = audit.history(NOW - timedelta(minutes=30)), audit.history(NOW - timedelta(minutes=30), limit=2)
+    return [*seen, audit.last_run(), window.records, window.truncated, capped.records, capped.truncated, audit.history(NOW, limit=0)]
+
+
+def test_the_audit_trail_gives_the_same_records_back(resources) -> None:
+    expected = audit_scenario(AuditStore(resources.coordination_table, resources.client("dynamodb")))
+    assert audit_scenario(MemoryAudit()) == expected
+    assert [r.target for r in expected[3]] == ["c", "b", "a"] and expected[6]  # (the scenario ran through)
 
 
 # -- a release is two calls: what happens when a write lands between them ---------------------------

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
-from monitors.reconcile.loop import AUDIT_PREFIX, ActionResult, Reconciler, reconcile
+from monitors.reconcile.loop import ActionResult, Reconciler, reconcile
 from pipeline.config import ReconcileSettings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.status import JobStatus
+from pipeline.stores.audit import AUDIT_PREFIX, AuditStore
 from pipeline.stores.executions import ExecutionsStore
+from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
 from tests.conftest import drain_queue, emf_totals
@@ -31,13 +33,15 @@ def world(resources) -> dict[str, Any]:
     def send(message: JobMessage, delay: int) -> None:
         sqs.send_message(QueueUrl=resources.main_queue_url, MessageBody=message.to_json(), DelaySeconds=delay)
 
+    tracking = TrackingStore(resources.tracking_table, ddb)
     reconciler = Reconciler(
         semaphore=Semaphore(resources.coordination_table, ddb),
         executions=ExecutionsStore(resources.client("stepfunctions"), resources.state_machine_arn),
-        tracking=TrackingStore(resources.tracking_table, ddb),
+        tracking=tracking,
+        claims=tracking,
+        runs=RunIndex(resources.tracking_table, ddb),
         send=send,
-        dynamodb=ddb,
-        coordination_table=resources.coordination_table,
+        audit=AuditStore(resources.coordination_table, ddb),
         settings=ReconcileSettings(max_slots=4, grace_seconds=60),
         actor="arn:aws:iam::123456789012:user/on-call",
         clock=lambda: datetime.now(UTC),

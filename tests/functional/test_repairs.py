@@ -22,6 +22,7 @@ from pipeline.repairs import (
     stop_and_fail_stale,
 )
 from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import ReleaseResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 
@@ -193,13 +194,11 @@ def stale_run(resources, tracking, semaphore, sfn, *, record_arn: bool = True) -
 
 
 def reclaim(resources, tracking, semaphore, sfn, stale: RunRecord) -> StaleRepair:
-    return stop_and_fail_stale(
-        tracking, semaphore, sfn, stale, NOW, state_machine_arn=resources.state_machine_arn, stopped_by=BY
-    )
+    return stop_and_fail_stale(tracking, semaphore, ExecutionsStore(sfn, resources.state_machine_arn), stale, NOW, stopped_by=BY)
 
 
 def finish(resources, semaphore, sfn, claimed: RunRecord) -> ReleaseResult:
-    return finish_stale(semaphore, sfn, claimed, state_machine_arn=resources.state_machine_arn, stopped_by=BY)
+    return finish_stale(semaphore, ExecutionsStore(sfn, resources.state_machine_arn), claimed, stopped_by=BY)
 
 
 class StopRefused:

@@ -81,7 +81,7 @@ def test_start_execution_failure_releases_the_slot_and_the_message_is_retried(
     resources, lambda_context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     message = queued_run(resources, "claims/", ["claims/a.txt"])
-    sfn = router.router()._sfn  # the client the router really uses
+    sfn = router.router()._executions._sfn  # the client the router really uses
 
     def refuse(**_: object) -> None:
         raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "try later"}}, "StartExecution")
@@ -197,7 +197,7 @@ def test_every_failed_record_of_a_mixed_batch_leaves_one_log_line_and_a_metric(
     good = queued_run(resources, "claims/", ["claims/a.txt"])
     refused = queued_run(resources, "refused/", ["refused/a.txt"], second=1)
     unknown = JobMessage("ghost/", format_timestamp(NOW), resources.input_bucket)
-    sfn = router.router()._sfn
+    sfn = router.router()._executions._sfn
     real_start = sfn.start_execution
 
     def start(**kwargs: object) -> dict:

@@ -34,6 +34,7 @@ from pipeline.routing import (
     waits_of,
 )
 from pipeline.status import JobStatus
+from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import JointWrite, Semaphore
 from pipeline.stores.tracking import TrackingStore
 from tests.conftest import drain_queue
@@ -57,7 +58,8 @@ def make_router(resources, max_slots: int = 1) -> Router:
     """A router with its own clients, as a separate Lambda invocation would have."""
     settings = replace(load_settings(), max_concurrent_workflows=max_slots)
     queue = JobQueue(resources.client("sqs"), resources.main_queue_url)
-    return Router(tracking(resources), semaphore(resources), resources.client("stepfunctions"), queue.send, settings)
+    executions = ExecutionsStore(resources.client("stepfunctions"), resources.state_machine_arn)
+    return Router(tracking(resources), semaphore(resources), executions, queue.send, settings)
 
 
 def queued_run(resources, job_id: str = "claims/", files: tuple[str, ...] = ("claims/a.txt",)) -> JobMessage:
@@ -148,7 +150,7 @@ def test_a_router_that_read_the_run_queued_while_another_admitted_it_takes_no_se
     def crash(original: Callable[..., Any], **kwargs: Any) -> Any:
         raise Crash
 
-    replace_first_call(a._sfn, "start_execution", crash)
+    replace_first_call(a._executions._sfn, "start_execution", crash)
     with pytest.raises(Crash):
         route(a, message)  # A died between admission and StartExecution
     stale = tracking(resources).get_run(message.run)
@@ -179,7 +181,7 @@ def test_while_the_first_router_is_inside_start_execution_the_second_starts_it_a
         assert route(b, message).outcome is RouteOutcome.STARTED
         raise refused()
 
-    replace_first_call(a._sfn, "start_execution", b_starts_then_a_is_refused)
+    replace_first_call(a._executions._sfn, "start_execution", b_starts_then_a_is_refused)
     with pytest.raises(StartExecutionError) as raised:
         route(a, message)
     assert not raised.value.released
@@ -197,7 +199,7 @@ def test_while_the_first_router_is_inside_start_execution_a_duplicate_starts_not
         route(b, message)
         return original(**kwargs)
 
-    replace_first_call(a._sfn, "start_execution", b_routes_first)
+    replace_first_call(a._executions._sfn, "start_execution", b_routes_first)
     route(a, message)
 
     name = message.run.execution_name
@@ -212,7 +214,7 @@ def test_when_both_routers_are_refused_the_slot_stays_held_and_the_next_delivery
     the slot is not lost either: the retried message carries on under it."""
     message = queued_run(resources)
     a, b = make_router(resources), make_router(resources)
-    replace_first_call(b._sfn, "start_execution", lambda original, **kwargs: (_ for _ in ()).throw(refused()))
+    replace_first_call(b._executions._sfn, "start_execution", lambda original, **kwargs: (_ for _ in ()).throw(refused()))
 
     def b_is_refused_then_a_is_refused(original: Callable[..., Any], **kwargs: Any) -> Any:
         with pytest.raises(StartExecutionError) as b_raised:
@@ -220,7 +222,7 @@ def test_when_both_routers_are_refused_the_slot_stays_held_and_the_next_delivery
         assert not b_raised.value.released
         raise refused()
 
-    replace_first_call(a._sfn, "start_execution", b_is_refused_then_a_is_refused)
+    replace_first_call(a._executions._sfn, "start_execution", b_is_refused_then_a_is_refused)
     with pytest.raises(StartExecutionError) as raised:
         route(a, message)
     assert not raised.value.released
@@ -261,13 +263,13 @@ def test_a_file_that_joins_between_the_read_and_the_admission_is_in_the_frozen_r
     a = make_router(resources)
     after_first_call(a._store, "get_run_and_slots", lambda: add_file(resources, message.run, "claims/late.txt"))
     seen: dict[str, Any] = {}
-    original = a._sfn.start_execution
+    original = a._executions._sfn.start_execution
 
     def start(**kwargs: Any) -> Any:
         seen.update(json.loads(kwargs["input"]))
         return original(**kwargs)
 
-    a._sfn.start_execution = start
+    a._executions._sfn.start_execution = start
     assert route(a, message).outcome is RouteOutcome.STARTED
     assert seen["files"] == ["claims/a.txt", "claims/late.txt"]
 
@@ -355,13 +357,13 @@ def test_the_re_sent_message_starts_the_run_with_every_file_once_it_settles(reso
     [(again, _)] = sends
     seen: dict[str, Any] = {}
     b = make_router(resources)
-    original = b._sfn.start_execution
+    original = b._executions._sfn.start_execution
 
     def start(**kwargs: Any) -> Any:
         seen.update(json.loads(kwargs["input"]))
         return original(**kwargs)
 
-    b._sfn.start_execution = start
+    b._executions._sfn.start_execution = start
 
     assert route(b, again).outcome is RouteOutcome.STARTED
     assert len(seen["files"]) == 1 + MAX_LOOKS
@@ -397,7 +399,7 @@ def test_a_run_that_settles_between_two_looks_is_admitted_without_a_re_send(reso
 def test_a_refused_start_gives_the_slot_back_and_the_redelivery_starts_the_run(resources) -> None:
     message = queued_run(resources)
     a = make_router(resources)
-    replace_first_call(a._sfn, "start_execution", lambda original, **kwargs: (_ for _ in ()).throw(refused()))
+    replace_first_call(a._executions._sfn, "start_execution", lambda original, **kwargs: (_ for _ in ()).throw(refused()))
     with pytest.raises(StartExecutionError) as raised:
         route(a, message)
     assert raised.value.released
@@ -420,7 +422,7 @@ def test_a_start_whose_answer_was_lost_keeps_the_slot_when_the_execution_exists(
         original(**kwargs)
         raise ReadTimeoutError(endpoint_url="https://states.example")
 
-    replace_first_call(a._sfn, "start_execution", started_then_timed_out)
+    replace_first_call(a._executions._sfn, "start_execution", started_then_timed_out)
     result = route(a, message)
 
     name = message.run.execution_name
@@ -438,7 +440,7 @@ def test_a_start_whose_answer_was_lost_releases_only_once_describe_says_none_exi
     def timed_out(original: Callable[..., Any], **kwargs: Any) -> Any:
         raise ReadTimeoutError(endpoint_url="https://states.example")
 
-    replace_first_call(a._sfn, "start_execution", timed_out)
+    replace_first_call(a._executions._sfn, "start_execution", timed_out)
     with pytest.raises(StartExecutionError) as raised:
         route(a, message)
     assert raised.value.released
@@ -456,8 +458,8 @@ def test_a_start_whose_answer_was_lost_keeps_the_slot_when_describe_fails_too(re
     def describe_unavailable(original: Callable[..., Any], **kwargs: Any) -> Any:
         raise refused("ServiceUnavailable", 503)
 
-    replace_first_call(a._sfn, "start_execution", timed_out)
-    replace_first_call(a._sfn, "describe_execution", describe_unavailable)
+    replace_first_call(a._executions._sfn, "start_execution", timed_out)
+    replace_first_call(a._executions._sfn, "describe_execution", describe_unavailable)
     with pytest.raises(StartExecutionError) as raised:
         route(a, message)
     assert not raised.value.released  # unknown whether it runs: keep the slot; the retry settles it

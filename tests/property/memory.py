@@ -1,8 +1,8 @@
-"""In-memory stand-ins for the semaphore, the executions and the tracking stores (tests only).
+"""In-memory stand-ins for the stores (tests only).
 
-Each class has the interface of its real store (`pipeline.stores.semaphore.Semaphore`,
-`pipeline.stores.executions.ExecutionsStore`, `pipeline.stores.tracking.TrackingStore`) for the
-methods the reconciler, the router and the tracker call, and the same conditional semantics as
+Each class implements its store's protocol (`pipeline.stores.protocols`: the semaphore, the
+executions, the tracking table's runs, its object claims and its indexes), which
+`tests/property/test_store_protocols.py` holds them to, with the same conditional semantics as
 the DynamoDB / Step Functions calls behind them: every semaphore write bumps `version`, a failed
 condition writes nothing, a joint write (admit / adopt / release_if) applies both halves or
 neither, and a method that is two calls in the real store (release: first with the count, then
@@ -17,6 +17,7 @@ races happen in the real system.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
+from pipeline.config import SEMAPHORE_KEY
 from pipeline.jobs import RunRef, execution_arn, format_timestamp
 from pipeline.status import (
     ACTIVE_STATUSES,
@@ -32,7 +34,9 @@ from pipeline.status import (
     allowed_predecessors,
     empty_failed_files,
 )
-from pipeline.stores.executions import ExecutionOutcome, RunningExecution
+from pipeline.stores.audit import AuditHistory, AuditRecord, LastRun
+from pipeline.stores.claims import ClaimWrite, IngestView, ObjectClaim
+from pipeline.stores.executions import ExecutionOutcome, ListedExecution, RunningExecution
 from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
 from pipeline.stores.tracking import RunRecord
 
@@ -124,6 +128,16 @@ class MemorySemaphore:
             self.listener(operation, holder, before)
 
     # -- Semaphore's interface ------------------------------------------------------------------
+
+    @property
+    def item_ref(self) -> tuple[str, dict[str, Any]]:
+        """The real item's (table, key); nothing here reads by it (`get_run_and_slots` takes this object)."""
+        return "memory", {"doc_key": {"S": SEMAPHORE_KEY}}
+
+    def migrate(self) -> bool:
+        """Holders kept from before the map are not modelled: there is never anything to move."""
+        self.hook("semaphore.migrate")
+        return False
 
     def acquire(self, holder: str, acquired_at: str, max_slots: int) -> AcquireResult:
         self.hook(f"semaphore.acquire {holder}")
@@ -267,9 +281,9 @@ class StartFault:
 class MemoryExecutions:
     """Executions of one state machine, by name (a name never starts twice, as in Step Functions).
 
-    The ExecutionsStore interface (`running`, `describe`, `stop`, `arn_of`) for the reconciler,
-    and `client`, a boto3-like Step Functions client (`start_execution`, `describe_execution`)
-    for the router.
+    The ExecutionsStore interface for the router, the repairs and the reconciler; `next_fault`
+    makes the next `start` fail as StartExecution can. No state history is modelled: `history`
+    is empty.
     """
 
     def __init__(
@@ -285,10 +299,25 @@ class MemoryExecutions:
         self.hook = hook
         self.on_start = on_start
         self.next_fault: str | None = None
-        self.client = _StepFunctionsClient(self)
 
     def arn_of(self, name: str) -> str:
         return execution_arn(self.state_machine_arn, name)
+
+    def start(self, name: str, input: str) -> str:
+        """StartExecution: the fault set for it, else started (ExecutionAlreadyExists for a used name)."""
+        self.hook(f"sfn.start_execution {name}")
+        fault, self.next_fault = self.next_fault, None
+        if fault == StartFault.REFUSED:
+            raise client_error("ThrottlingException", 400, "StartExecution")
+        if fault == StartFault.TIMEOUT_LOST:
+            raise ReadTimeoutError(endpoint_url="https://states.example")
+        self.begin(name, input)
+        if fault == StartFault.TIMEOUT_STARTED:
+            raise ReadTimeoutError(endpoint_url="https://states.example")
+        return self.arn_of(name)
+
+    def status(self, arn: str) -> ExecutionStatus | None:
+        return self.describe(arn.rsplit(":", 1)[-1]).status
 
     def running(self) -> Iterator[RunningExecution]:
         self.hook("executions.running")
@@ -298,6 +327,15 @@ class MemoryExecutions:
             if e.status is ExecutionStatus.RUNNING
         ]
         return iter(listed)
+
+    def listed(self) -> Iterator[ListedExecution]:
+        self.hook("executions.listed")
+        newest_first = sorted(self.executions.values(), key=lambda e: e.started_at, reverse=True)
+        return iter([ListedExecution(e.name, self.arn_of(e.name), e.status, e.started_at) for e in newest_first])
+
+    def history(self, arn: str) -> Iterator[Mapping[str, Any]]:
+        self.hook(f"executions.history {arn.rsplit(':', 1)[-1]}")
+        return iter(())
 
     def describe(self, name: str) -> ExecutionOutcome:
         self.hook(f"executions.describe {name}")
@@ -314,7 +352,8 @@ class MemoryExecutions:
             stopped_at=execution.stopped_at,
         )
 
-    def stop(self, name: str, error: str, cause: str) -> None:
+    def stop(self, arn: str, error: str, cause: str) -> None:
+        name = arn.rsplit(":", 1)[-1]
         self.hook(f"executions.stop {name}")
         execution = self.executions.get(name)
         if execution is None:
@@ -324,8 +363,8 @@ class MemoryExecutions:
 
     # -- the world's side -----------------------------------------------------------------------
 
-    def start(self, name: str, input: str = "{}") -> MemoryExecution:
-        """StartExecution succeeding; ExecutionAlreadyExists for a name used before."""
+    def begin(self, name: str, input: str = "{}") -> MemoryExecution:
+        """An execution starts (ExecutionAlreadyExists for a name used before)."""
         if name in self.executions:
             raise client_error("ExecutionAlreadyExists", operation="StartExecution")
         execution = MemoryExecution(name, ExecutionStatus.RUNNING, self.clock(), input)
@@ -338,38 +377,6 @@ class MemoryExecutions:
         execution = self.executions[name]
         execution.status, execution.stopped_at = status, self.clock()
         execution.error, execution.cause = error, cause
-
-
-class _StepFunctionsClient:
-    """The two boto3 Step Functions calls the router makes, over MemoryExecutions."""
-
-    def __init__(self, world: MemoryExecutions) -> None:
-        self._world = world
-
-    def start_execution(self, *, stateMachineArn: str, name: str, input: str = "{}") -> dict[str, Any]:
-        world = self._world
-        world.hook(f"sfn.start_execution {name}")
-        fault, world.next_fault = world.next_fault, None
-        if fault == StartFault.REFUSED:
-            raise client_error("ThrottlingException", 400, "StartExecution")
-        if fault == StartFault.TIMEOUT_LOST:
-            raise ReadTimeoutError(endpoint_url="https://states.example")
-        world.start(name, input)
-        if fault == StartFault.TIMEOUT_STARTED:
-            raise ReadTimeoutError(endpoint_url="https://states.example")
-        return {"executionArn": world.arn_of(name), "startDate": world.executions[name].started_at}
-
-    def describe_execution(self, *, executionArn: str) -> dict[str, Any]:
-        name = executionArn.rsplit(":", 1)[-1]
-        outcome = self._world.describe(name)
-        if outcome.status is None:
-            raise client_error("ExecutionDoesNotExist", 400, "DescribeExecution")
-        found: dict[str, Any] = {"executionArn": executionArn, "status": outcome.status.value, "startDate": outcome.started_at}
-        if outcome.error:
-            found["error"] = outcome.error
-        if outcome.cause:
-            found["cause"] = outcome.cause
-        return found
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -410,14 +417,23 @@ class _Run:
         )
 
 
+@dataclass
+class _Head:
+    """A job's head item: its latest run's start, and the run that still accepts files."""
+
+    latest: str = ""
+    pending: str = ""
+
+
 class MemoryTrackingStore:
     """Run items of the tracking table, with the real store's conditions (forward-only status)."""
 
     def __init__(self, hook: Hook = no_hook, on_transition: Callable[[RunRef, JobStatus], None] | None = None) -> None:
         self.runs: dict[RunRef, _Run] = {}
-        # (bucket, key) -> the run holding it: a run made here stands for ingest's run written
-        # together with its files' claims (the real create_run, used by batch mode, writes none).
-        self.claims: dict[tuple[str, str], RunRef] = {}
+        self.heads: dict[str, _Head] = {}
+        # (bucket, key) -> the object's claim: a run made by `create_run` here stands for ingest's
+        # run written together with its files' claims (the real one, used by batch mode, writes none).
+        self.claims: dict[tuple[str, str], ObjectClaim] = {}
         self.hook = hook
         self.on_transition = on_transition
 
@@ -440,8 +456,31 @@ class MemoryTrackingStore:
         self.runs[run] = _Run(
             run.job_id, run.started_at, JobStatus.QUEUED, stamp, tuple(sorted(set(files))), bucket, stamp, announce_deadline=deadline
         )
-        self.claims.update({(bucket, key): run for key in files})
+        self.claims.update({(bucket, key): ObjectClaim(bucket, key, run) for key in files})
+        if lead:
+            self.advance_head(run, now)
         return True
+
+    def advance_head(self, run: RunRef, now: datetime) -> None:
+        self.hook(f"tracking.advance_head {run.job_id}")
+        head = self.heads.setdefault(run.job_id, _Head())
+        if not head.latest or head.latest < run.started_at:  # a newer run already leads: nothing to do
+            head.latest = run.started_at
+
+    def runs_of(self, job_id: str, limit: int = 20) -> list[RunRecord]:
+        self.hook(f"tracking.runs_of {job_id}")
+        newest_first = sorted((r for ref, r in self.runs.items() if ref.job_id == job_id), key=lambda r: r.started_at, reverse=True)
+        return [r.record() for r in newest_first[:limit]]
+
+    def latest_runs(self, job_ids: Sequence[str]) -> dict[str, RunRecord]:
+        self.hook("tracking.latest_runs")
+        latest = {job_id: RunRef(job_id, self.heads[job_id].latest) for job_id in job_ids if self.heads.get(job_id, _Head()).latest}
+        return {job_id: self.runs[run].record() for job_id, run in latest.items() if run in self.runs}
+
+    def pending_run(self, job_id: str) -> RunRef | None:
+        self.hook(f"tracking.pending_run {job_id}")
+        pending = self.heads.get(job_id, _Head()).pending
+        return RunRef(job_id, pending) if pending else None
 
     def extend_announcement(self, run: RunRef, deadline: datetime) -> bool:
         self.hook(f"tracking.extend_announcement {run.job_id}")
@@ -481,16 +520,8 @@ class MemoryTrackingStore:
         if found is None or found.status is not JobStatus.QUEUED or found.updated_at != expected_updated_at or found.execution_arn:
             return False
         del self.runs[run]
+        self.clear_pending(run)
         return True
-
-    def last_ended_after(self, after: str) -> str | None:
-        self.hook("tracking.last_ended_after")
-        ended = [r.updated_at for r in self.runs.values() if r.status in (JobStatus.COMPLETE, JobStatus.FAILED)]
-        return max((stamp for stamp in ended if stamp > after), default=None)
-
-    def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]:
-        self.hook("tracking.claimed_runs")
-        return {key: self.claims[(bucket, key)] for key in keys if (bucket, key) in self.claims}
 
     def get_run(self, run: RunRef) -> RunRecord | None:
         self.hook(f"tracking.get_run {run.job_id}")
@@ -502,17 +533,6 @@ class MemoryTrackingStore:
         self.hook(f"tracking.get_run_and_slots {run.job_id}")
         found = self.runs.get(run)
         return (found.record() if found else None), semaphore.state()
-
-    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
-        self.hook("tracking.active_runs")
-        statuses = [status] if status else list(ACTIVE_STATUSES)
-        found = [
-            r.record()
-            for wanted in statuses
-            for r in self.runs.values()
-            if r.status is wanted and (updated_before is None or r.updated_at < updated_before)
-        ]
-        return iter(found)
 
     def transition(
         self,
@@ -545,7 +565,10 @@ class MemoryTrackingStore:
         found.execution_arn = execution_arn  # updated_at untouched, as in the real store
 
     def clear_pending(self, run: RunRef) -> None:
-        self.hook(f"tracking.clear_pending {run.job_id}")  # no head items here: nothing to clear
+        self.hook(f"tracking.clear_pending {run.job_id}")
+        head = self.heads.get(run.job_id)
+        if head is not None and head.pending == run.started_at:  # else it moved on already
+            head.pending = ""
 
     def admission_item(
         self, run: RunRef, now: datetime, token: str, *, expected_status: JobStatus, expected_files: int | None = None
@@ -571,3 +594,143 @@ class MemoryTrackingStore:
             return found is not None and found.admission == token and found.execution_arn is None
 
         return MemoryGuard(check)
+
+
+# -- object claims ---------------------------------------------------------------------------------
+
+
+class MemoryClaims:
+    """Object claims over a MemoryTrackingStore's runs and heads: ingest's two transactions write
+    the run, the job's head and the claim together or not at all, as the real store's do."""
+
+    def __init__(self, tracking: MemoryTrackingStore, hook: Hook = no_hook) -> None:
+        self.tracking = tracking
+        self.hook = hook
+
+    def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]:
+        self.hook("claims.claimed_runs")
+        claims = self.tracking.claims
+        return {key: claims[(bucket, key)].run for key in keys if (bucket, key) in claims}
+
+    def object_claim(self, bucket: str, key: str) -> ObjectClaim | None:
+        self.hook(f"claims.object_claim {key}")
+        return self.tracking.claims.get((bucket, key))
+
+    def ingest_view(self, bucket: str, key: str, job_id: str) -> IngestView:
+        self.hook(f"claims.ingest_view {key}")
+        head = self.tracking.heads.get(job_id, _Head())
+        pending = RunRef(job_id, head.pending) if head.pending else None
+        return IngestView(self.tracking.claims.get((bucket, key)), pending, head.latest)
+
+    def open_run_with_claim(self, claim: ObjectClaim, bucket: str, now: datetime, announce_delay: int = 0) -> ClaimWrite:
+        self.hook(f"claims.open_run_with_claim {claim.key}")
+        run, head = claim.run, self.tracking.heads.get(claim.run.job_id, _Head())
+        if not self._claim_holds(claim):
+            return ClaimWrite.CLAIM_MOVED
+        if head.pending or (head.latest and head.latest >= run.started_at):
+            return ClaimWrite.PENDING_MOVED
+        if run in self.tracking.runs:
+            return ClaimWrite.RUN_EXISTS
+        stamp = format_timestamp(now)
+        deadline = format_timestamp(now + timedelta(seconds=announce_delay))
+        self.tracking.runs[run] = _Run(
+            run.job_id, run.started_at, JobStatus.QUEUED, stamp, (claim.key,), bucket, stamp, announce_deadline=deadline
+        )
+        self.tracking.heads[run.job_id] = _Head(latest=run.started_at, pending=run.started_at)
+        self.tracking.claims[(claim.bucket, claim.key)] = claim
+        return ClaimWrite.WRITTEN
+
+    def join_run_with_claim(self, claim: ObjectClaim, now: datetime, max_files: int | None = None) -> ClaimWrite:
+        self.hook(f"claims.join_run_with_claim {claim.key}")
+        found = self.tracking.runs.get(claim.run)
+        if not self._claim_holds(claim):
+            return ClaimWrite.CLAIM_MOVED
+        room = max_files is None or claim.key in found.files or len(found.files) < max_files if found else False
+        if found is None or found.status is not JobStatus.QUEUED or not room:
+            return ClaimWrite.RUN_CLOSED
+        found.files, found.updated_at = tuple(sorted({*found.files, claim.key})), format_timestamp(now)
+        self.tracking.claims[(claim.bucket, claim.key)] = claim
+        return ClaimWrite.WRITTEN
+
+    def _claim_holds(self, claim: ObjectClaim) -> bool:
+        """The claim's condition: none yet for a first claim, else the revision it replaces."""
+        current = self.tracking.claims.get((claim.bucket, claim.key))
+        return current is None if claim.revision <= 1 else current is not None and current.revision == claim.revision - 1
+
+
+# -- the tracking table's indexes ------------------------------------------------------------------
+
+
+class MemoryRunIndex:
+    """The index reads over a MemoryTrackingStore's runs (active: not terminal; newest first by updated_at)."""
+
+    def __init__(self, tracking: MemoryTrackingStore, hook: Hook = no_hook) -> None:
+        self.tracking = tracking
+        self.hook = hook
+
+    def active_runs(self, status: JobStatus | None = None, updated_before: str | None = None) -> Iterator[RunRecord]:
+        self.hook("runs.active_runs")
+        statuses = [status] if status else list(ACTIVE_STATUSES)
+        found = [
+            r.record()
+            for wanted in statuses
+            for r in self.tracking.runs.values()
+            if r.status is wanted and (updated_before is None or r.updated_at < updated_before)
+        ]
+        return iter(found)
+
+    def count_active(self) -> dict[JobStatus, int]:
+        self.hook("runs.count_active")
+        return {status: sum(1 for r in self.tracking.runs.values() if r.status is status) for status in ACTIVE_STATUSES}
+
+    def newest(self, status: JobStatus, limit: int) -> list[RunRecord]:
+        self.hook(f"runs.newest {status.value}")
+        return [r.record() for r in self._newest_first(status)[:limit]]
+
+    def ended_since(self, status: JobStatus, since: str, cap: int) -> tuple[list[str], bool]:
+        self.hook(f"runs.ended_since {status.value}")
+        stamps = [r.updated_at for r in self._newest_first(status) if r.updated_at > since]
+        return stamps[:cap], len(stamps) >= cap  # DynamoDB says there may be more once the limit is read
+
+    def last_ended_after(self, after: str) -> str | None:
+        self.hook("runs.last_ended_after")
+        ended = [r.updated_at for r in self.tracking.runs.values() if r.status in (JobStatus.COMPLETE, JobStatus.FAILED)]
+        return max((stamp for stamp in ended if stamp > after), default=None)
+
+    def _newest_first(self, status: JobStatus) -> list[_Run]:
+        return sorted((r for r in self.tracking.runs.values() if r.status is status), key=lambda r: r.updated_at, reverse=True)
+
+
+# -- the audit trail -------------------------------------------------------------------------------
+
+
+class MemoryAudit:
+    """Audit records and the last-run summary, kept in lists (the real store puts one item each)."""
+
+    def __init__(self, hook: Hook = no_hook) -> None:
+        self.records: list[AuditRecord] = []
+        self.last: LastRun | None = None
+        self.hook = hook
+
+    def record(
+        self, *, action: str, target: str, reason: str, before: Mapping[str, Any], after: Mapping[str, Any], by: str, at: datetime
+    ) -> None:
+        self.hook(f"audit.record {action} {target}")
+        # As written and read back: JSON objects, so their values are what JSON keeps.
+        plain = json.loads(json.dumps({"before": dict(before), "after": dict(after)}, sort_keys=True))
+        self.records.append(AuditRecord(format_timestamp(at), action, target, reason, by, plain["before"], plain["after"]))
+
+    def record_last_run(self, run: LastRun) -> None:
+        self.hook("audit.record_last_run")
+        self.last = run
+
+    def last_run(self) -> LastRun | None:
+        self.hook("audit.last_run")
+        return self.last
+
+    def history(self, since: datetime, limit: int = 50, *, scan_without_index: bool = True) -> AuditHistory:
+        self.hook("audit.history")
+        if limit <= 0:
+            return AuditHistory([], "query", False)
+        found = sorted((r for r in self.records if r.at > format_timestamp(since)), key=lambda r: r.at, reverse=True)
+        return AuditHistory(found[:limit], "query", len(found) > limit, min(len(found), limit + 1))

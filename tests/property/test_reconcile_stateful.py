@@ -65,8 +65,11 @@ from pipeline.routing import Router, StartExecutionError
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.tracker import StatusChange, track
 from tests.property.memory import (
+    MemoryAudit,
+    MemoryClaims,
     MemoryExecutions,
     MemoryGuard,
+    MemoryRunIndex,
     MemorySemaphore,
     MemoryTrackingStore,
     StartFault,
@@ -175,14 +178,6 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-class AuditTable:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def put_item(self, **request: Any) -> None:
-        self.items.append(request["Item"])
-
-
 # -- the state machine ------------------------------------------------------------------------------
 
 
@@ -194,7 +189,9 @@ class ReconcileRaces(RuleBasedStateMachine):
         self.semaphore = MemorySemaphore(hook=pause_here, listener=self._on_semaphore_write)
         self.executions = MemoryExecutions(STATE_MACHINE, self.clock, hook=pause_here, on_start=self._on_start)
         self.tracking = MemoryTrackingStore(hook=pause_here, on_transition=self._on_transition)
-        self.audit = AuditTable()
+        self.claims = MemoryClaims(self.tracking, hook=pause_here)
+        self.run_index = MemoryRunIndex(self.tracking, hook=pause_here)
+        self.audit = MemoryAudit(hook=pause_here)
         self.queue: list[JobMessage] = []  # visible messages on the main queue
         self.events: list[StatusChange] = []  # status events EventBridge has yet to deliver
         self.live: list[Process] = []
@@ -221,18 +218,19 @@ class ReconcileRaces(RuleBasedStateMachine):
             capacity_retry_seconds=0,
         )
         self.router = Router(
-            self.tracking, self.semaphore, self.executions.client, self._send, router_settings,  # type: ignore[arg-type]
+            self.tracking, self.semaphore, self.executions, self._send, router_settings,
             new_token=lambda: f"token{next(self.serial)}",
         )
         reconcile_settings = ReconcileSettings(max_slots=max_slots, grace_seconds=GRACE, implausible_share=implausible_share)
         self.reconcilers = [
             Reconciler(
-                semaphore=self.semaphore,  # type: ignore[arg-type]
-                executions=self.executions,  # type: ignore[arg-type]
-                tracking=self.tracking,  # type: ignore[arg-type]
+                semaphore=self.semaphore,
+                executions=self.executions,
+                tracking=self.tracking,
+                claims=self.claims,
+                runs=self.run_index,
                 send=self._send,
-                dynamodb=self.audit,
-                coordination_table="pipeops-coordination",
+                audit=self.audit,
                 settings=reconcile_settings,
                 actor=f"reconciler-{i}",
                 clock=self.clock,
@@ -424,7 +422,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         assert state.active_count == len(running)
         again = plan(self.reconcilers[0].observe())
         assert not SLOT_FINDINGS & {finding.kind for finding in again.findings}, again.findings
-        all_old = all(self._age(_parse(record.updated_at)) > GRACE for record in self.tracking.active_runs()) and all(
+        all_old = all(self._age(_parse(record.updated_at)) > GRACE for record in self.run_index.active_runs()) and all(
             self._age(execution.stopped_at) > GRACE
             for execution in self.executions.executions.values()
             if execution.stopped_at is not None
@@ -432,7 +430,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         if not all_old:
             return
         announced = {message.run for message in self.queue}
-        for record in self.tracking.active_runs():
+        for record in self.run_index.active_runs():
             if record.status is JobStatus.QUEUED:
                 continue
             assert record.run.execution_name in running or record.run in announced, (
@@ -517,7 +515,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         self.executions.end(name, status, error=error, cause=None if error is None else "why")
         change = StatusChange(self.executions.arn_of(name), status.value, run, error=error)
         if tracked_now:
-            track(change, self.tracking, self.semaphore, self.clock())  # type: ignore[arg-type]
+            track(change, self.tracking, self.semaphore, self.clock())
         else:
             self.events.append(change)
 
@@ -526,7 +524,7 @@ class ReconcileRaces(RuleBasedStateMachine):
     def start_by_hand(self) -> None:
         """An operator starts an execution in the console: no router, no slot."""
         self.manual += 1
-        self.executions.start(f"by-hand-{self.manual}")
+        self.executions.begin(f"by-hand-{self.manual}")
 
     @precondition(lambda self: self.events)
     @rule(pick=PICK, fate=st.sampled_from(["tracked", "tracked step by step", "duplicated", "lost"]))
@@ -544,7 +542,7 @@ class ReconcileRaces(RuleBasedStateMachine):
             fate = "tracked"
         now = self.clock()
         process = self._spawn(
-            "tracker", change.execution_name, lambda: track(change, self.tracking, self.semaphore, now), change  # type: ignore[arg-type]
+            "tracker", change.execution_name, lambda: track(change, self.tracking, self.semaphore, now), change
         )
         if fate == "tracked":
             self._finish(process)
@@ -693,7 +691,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         while self.events:
             change = self.events.pop(0)
             if deliver_events:
-                track(change, self.tracking, self.semaphore, self.clock())  # type: ignore[arg-type]
+                track(change, self.tracking, self.semaphore, self.clock())
         self.clock_advances(int(GRACE) + 1)
         assert self._quiet()
         self._check_converged(self._atomic_reconcile(self.reconcilers[0]))

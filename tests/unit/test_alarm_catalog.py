@@ -4,6 +4,7 @@ emits, names a runbook, and is in template.yaml as built."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -157,6 +158,32 @@ def test_one_incident_pages_once_through_the_composite_and_oks_never_page() -> N
         properties = generated[spec.logical_id]["Properties"]
         assert properties["AlarmActions"] == properties["OKActions"] == states
     assert generated["AlarmEmailSubscription"]["Properties"]["TopicArn"] == {"Ref": "AlarmTopic"}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"logical_id": "CounterDrift"}, "must end in 'Alarm'"),
+        ({"summary": "no full stop"}, "a sentence ending in '.'"),
+        ({"evaluation_periods": 2, "datapoints_to_alarm": 3}, "3 of 2 datapoints cannot alarm"),
+        ({"datapoints_to_alarm": 0}, "0 of 3 datapoints cannot alarm"),
+        ({"period": 90}, "period 90 s"),
+        ({"period": 60}, "one run at the default schedule"),
+        ({"fires_on": ()}, "a firing and a quiet example series"),
+        ({"first_step": "x" * 1024}, "longer than CloudWatch's 1024 characters"),
+    ],
+)
+def test_a_spec_that_cannot_deploy_or_be_read_is_refused_where_it_is_written(change: dict, problem: str) -> None:
+    [drift] = [spec for spec in SPECS if spec.logical_id == "CounterDriftAlarm"]
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        replace(drift, **change)
+
+
+def test_a_reconciler_alarm_must_watch_a_metric_sampled_once_a_run() -> None:
+    [drift] = [spec for spec in SPECS if spec.logical_id == "CounterDriftAlarm"]
+    [router] = [spec for spec in SPECS if spec.logical_id == "RouterFailuresAlarm"]
+    with pytest.raises(ValueError, match="sampled at the default schedule"):
+        replace(drift, watched=router.watched)
 
 
 def test_the_reconciler_alarms_take_one_scheduled_run_as_their_period() -> None:
