@@ -197,8 +197,8 @@ def test_a_runbook_without_automation_is_an_error_that_points_at_its_page() -> N
         def client(self, service: str) -> Any:
             raise AssertionError("no AWS call for a runbook that cannot act")
 
-    result = run_runbook("counter-drift", None, NoClients(), apply=True)  # type: ignore[arg-type]
-    assert result.exit_code == 2 and "runbooks/counter-drift.md" in result.error
+    result = run_runbook("function-duration", None, NoClients(), apply=True)  # type: ignore[arg-type]
+    assert result.exit_code == 2 and "runbooks/function-duration.md" in result.error
 
 
 def test_the_command_refuses_an_unknown_id_before_connecting() -> None:
