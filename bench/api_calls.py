@@ -14,6 +14,10 @@ included), and a context row: the coordination handlers alone (`COORDINATION`: i
 tracker, batch trigger), what it costs to get a file into a run and the run into the workflow. The
 jobs run in blackout mode (the default): each file's task reads it and writes its redacted copy,
 and the run's verdict is one write (pipeline/statemachine/build.py).
+
+Every file is a realistic document (`document`): it carries one value of each of the six entity
+types, so its detection summary is as large as a real file's, and a summary that went through S3
+instead of the workflow's state would show as two more calls per file.
 """
 
 from __future__ import annotations
@@ -39,6 +43,29 @@ _HOOK_ID = "pipeops-bench-api-calls"
 # release that holder, which has no execution, and its calls belong to no job): `without_reconciler`.
 # A folder's files land in one run while the machine is loaded: a settle time of 6 real seconds.
 SANDBOX_PARAMETERS = {"MaxConcurrentWorkflows": "1", "FolderSettleSeconds": "6"}
+
+
+# One value of each entity type the pipeline handles, all of them published test values (a
+# reserved domain, a fictional UK number, an SSN never issued, a test card, the documentation IBAN,
+# a private address): the offline detector finds each once.
+SIX_TYPES = (
+    "EMAIL",
+    "PHONE",
+    "SSN",
+    "CREDIT_DEBIT_NUMBER",
+    "INTERNATIONAL_BANK_ACCOUNT_NUMBER",
+    "IP_ADDRESS",
+)
+_DOCUMENT = (
+    "Ticket {index}: ada.lovelace{index}@analytical.example called from +44 20 7946 0958 about card "
+    "5555 5555 5555 4444.\nSSN on file 219-09-9999; refund to DE89 3704 0044 0532 0130 00; last login "
+    "from 172.16.254.1.\n"
+)
+
+
+def document(index: int) -> bytes:
+    """The bench's file `index`: one value of each of SIX_TYPES."""
+    return _DOCUMENT.format(index=index).encode()
 
 
 def without_reconciler(sandbox: Any) -> Any:
@@ -161,6 +188,7 @@ class JobCalls:
     counts: Mapping[tuple[str, str, str], int]
     names: Mapping[str, str]  # physical function name -> logical
     executions: Mapping[str, int]  # execution status -> how many
+    entities: Mapping[str, int]  # entity type -> how many the job's run found (its account)
     # (logical function, "service.Operation") -> calls answered with an error (a lost race, a
     # condition that failed): each one explains a retry's calls.
     refused: Mapping[tuple[str, str], int] = field(default_factory=dict)
@@ -185,7 +213,7 @@ def function_names(outputs: Mapping[str, str]) -> dict[str, str]:
 
 
 def run_job(sandbox: Any, counter: HandlerCallCounter, keys: list[str], *, timeout: float = 300.0) -> JobCalls:
-    """Upload `keys` (small text files, one job), wait until the sandbox is idle, count the calls."""
+    """Upload `keys` (six-type documents, one job), wait until the sandbox is idle, count the calls."""
     outputs = sandbox.outputs
     s3 = sandbox.client("s3")
     sfn = sandbox.client("stepfunctions")
@@ -193,7 +221,7 @@ def run_job(sandbox: Any, counter: HandlerCallCounter, keys: list[str], *, timeo
     before = _execution_arns(sfn, machine)
     counter.reset()
     for index, key in enumerate(keys):
-        s3.put_object(Bucket=outputs["InputBucketName"], Key=key, Body=f"Notes {index}: nothing personal.\n".encode())
+        s3.put_object(Bucket=outputs["InputBucketName"], Key=key, Body=document(index))
     if not sandbox.wait_until_idle(timeout):
         raise RuntimeError(f"the sandbox did not go idle within {timeout} s")
     counts = counter.counts()
@@ -204,7 +232,24 @@ def run_job(sandbox: Any, counter: HandlerCallCounter, keys: list[str], *, timeo
     statuses: Counter[str] = Counter(
         e["status"] for e in _executions(sfn, machine) if e["executionArn"] not in before
     )
-    return JobCalls(counts, names, dict(statuses), dict(refused))
+    return JobCalls(counts, names, dict(statuses), _entities_found(sandbox, keys), dict(refused))
+
+
+def _entities_found(sandbox: Any, keys: list[str]) -> dict[str, int]:
+    """Entity type -> count over the runs that claimed `keys` (read on the sandbox's own client:
+    not a handler's call, never counted)."""
+    from pipeline.stores.claims import ClaimsStore
+    from pipeline.stores.tracking import TrackingStore
+
+    outputs = sandbox.outputs
+    ddb = sandbox.client("dynamodb")
+    store = TrackingStore(outputs["TrackingTableName"], ddb)
+    claims = ClaimsStore(outputs["TrackingTableName"], outputs["CoordinationTableName"], ddb)
+    found: Counter[str] = Counter()
+    for run in set(claims.claimed_runs(outputs["InputBucketName"], keys).values()):
+        record = store.get_run(run)
+        found.update((record.redaction_results or {}).get("entities_by_type", {}) if record else {})
+    return dict(sorted(found.items()))
 
 
 def _executions(sfn: Any, machine: str) -> list[dict[str, Any]]:
@@ -252,7 +297,7 @@ def measure_capacity_wait(sandbox: Any, counter: HandlerCallCounter, key: str, w
         if acquired is not AcquireResult.ACQUIRED:
             raise RuntimeError(f"the stand-in holder could not take a slot: {acquired.value}")
     counter.reset()
-    sandbox.client("s3").put_object(Bucket=outputs["InputBucketName"], Key=key, Body=b"Notes: nothing personal.\n")
+    sandbox.client("s3").put_object(Bucket=outputs["InputBucketName"], Key=key, Body=document(0))
     seen = _wait_for(lambda: _router_sends(counter, router) >= waits, timeout=120.0)
     counts = counter.counts()
     for index in range(max_slots):
@@ -367,7 +412,7 @@ def rows(measured: Measured) -> list[GoalRow]:
 
 
 def _inline(job: JobCalls) -> str:
-    """"Ingest 3, Router 5, WorkflowTracker 1; workflow tasks: Detect 2, Finalize 1" Pure."""
+    """"six-type documents (6 types found); Ingest 3, Router 5, WorkflowTracker 1; workflow tasks: Detect 2, Finalize 1" Pure."""
     totals = by_function(job.counts, job.names)
 
     def listed(functions: list[str]) -> str:
@@ -375,7 +420,8 @@ def _inline(job: JobCalls) -> str:
 
     ours = [f for f in COORDINATION if f in totals]
     tasks = sorted(f for f in totals if f not in COORDINATION)
-    return listed(ours) + (f"; workflow tasks: {listed(tasks)}" if tasks else "")
+    found = f"six-type documents ({sum(1 for t in SIX_TYPES if job.entities.get(t))} of 6 types found); "
+    return found + listed(ours) + (f"; workflow tasks: {listed(tasks)}" if tasks else "")
 
 
 def measure() -> list[GoalRow]:

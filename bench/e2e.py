@@ -1,4 +1,4 @@
-"""End-to-end benchmark of the reference pipeline on the in-process sandbox; writes docs/PERFORMANCE.md.
+"""End-to-end benchmark of the reference pipeline on the in-process sandbox; writes its section of docs/PERFORMANCE.md.
 
     .venv/bin/python -m bench.e2e                      # default: ~3-4 minutes on 2 cores
     .venv/bin/python -m bench.e2e --quick              # ~1 minute
@@ -19,8 +19,8 @@ One run measures, in one process:
 3. Raw moto throughput (`bench.raw_moto`): isolated operations, the floor under the sandbox. The
    sandbox-to-bare-moto ratio for the same handler calls is `bench.sandbox_ratio`'s.
 
-The report is rewritten whole, except the `<!-- bench:NAME -->` sections other benchmarks own
-(`bench.sections`; e.g. `bench.reconcile`'s), which are carried over as they were.
+It writes its tables into the `<!-- bench:e2e -->` section of the report (`bench.report`,
+`bench.sections`) and leaves the rest alone: the analysis around them is written by hand.
 """
 
 from __future__ import annotations
@@ -547,6 +547,7 @@ def run_once(
     timeout: float,
     warmup: bool,
 ) -> dict[str, Any]:
+    """One run: a fresh sandbox, the warm-up, the timed window, then what happened (untimed)."""
     from sandbox.clock import TimeScale
     from sandbox.sandbox import Sandbox
 
@@ -564,110 +565,128 @@ def run_once(
         outputs = sb.outputs
         names = {outputs[k]: k.removesuffix("Name") for k in outputs if k.endswith("FunctionName")}
         counter.name_functions(names)
-        s3, bucket = sb.client("s3"), outputs["InputBucketName"]
-        sfn, machine = sb.client("stepfunctions"), outputs["StateMachineArn"]
-
-        result["warmup_s"] = 0.0
-        if warmup:
-            # Every function runs once, alone, so each builds its settings while no other function's
-            # environment is applied (see the report: a cold burst can poison the router's settings).
-            warm_started = time.perf_counter()
-            s3.put_object(Bucket=bucket, Key=WARMUP_KEY, Body=items[0][1])
-            result["warmup_idle"] = sb.wait_until_idle(60)
-            result["warmup_s"] = time.perf_counter() - warm_started
-            result["warmup_errors"] = sum(1 for r in sb.runtime.invocations if r.errored)
+        result |= _warm_up(sb, items[0][1]) if warmup else {"warmup_s": 0.0}
         sb.runtime.clear_invocations()
-
-        counter.reset()
-        counter.enabled = True
-        meter.start()
-        cpu_started = _cpu_seconds()
         t0 = time.time()
-        t0_perf = time.perf_counter()
-        for key, body in items:
-            s3.put_object(Bucket=bucket, Key=key, Body=body)
-        result["upload_s"] = time.perf_counter() - t0_perf
-        result["idle"] = sb.wait_until_idle(timeout)
-        result["wall_s"] = time.perf_counter() - t0_perf
-        result["cpu_s"] = _cpu_seconds() - cpu_started
-        result["cpu_by_thread"] = meter.stop(names)
-        counter.enabled = False
-        result["calls"], result["calls_direct_total"] = counter.snapshot()
-        result["load_after"] = _load()
-
-        # -- what happened (outside the timed window)
-        invocations = sb.runtime.invocations
-        executions = [
-            e
-            for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=machine)
-            for e in page["executions"]
-            if not e["name"].startswith(_WARMUP_EXECUTION_PREFIX)
-        ]
-        table = outputs["TrackingTableName"]
-        runs = [
-            item
-            for page in sb.client("dynamodb").get_paginator("scan").paginate(TableName=table)
-            for item in page["Items"]
-            if item["started_at"]["S"] != "#head" and item["job_id"]["S"] != WARMUP_KEY
-        ]
-        statuses = Counter(item.get("status", {}).get("S", "?") for item in runs)
-        ends = [e for e in (_epoch(x.get("stopDate")) for x in executions) if e]
-        starts = sorted(_epoch(x["startDate"]) or 0 for x in executions)
-        durations = sorted((_epoch(x["stopDate"]) or 0) - (_epoch(x["startDate"]) or 0) for x in executions if x.get("stopDate"))
-        last_work = max([*ends, *(r.started_at + r.duration_ms / 1000 for r in invocations)], default=t0)
-        span = (max(ends) - starts[0]) if ends and starts else 0.0
-
-        definition_text = sfn.describe_state_machine(stateMachineArn=machine)["definition"]
-        definition = json.loads(definition_text)
-        retryable = retry_errors(definition)
-        # Evenly spread over the run (first to last started), at most HISTORY_SAMPLE executions.
-        picks = {round(j * (len(executions) - 1) / max(1, HISTORY_SAMPLE - 1)) for j in range(HISTORY_SAMPLE)}
-        sample = [executions[i] for i in sorted(picks)] if executions else []
-        state_times = []
-        for execution in sample:
-            history = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
-            times = _state_times(history)
-            times["(execution)"] = (_epoch(execution.get("stopDate")) or 0) - (_epoch(execution["startDate"]) or 0)
-            times["(transitions)"] = float(sum(1 for e in history if e["type"].endswith("StateEntered")))
-            times["(failed events)"] = float(sum(1 for e in history if e["type"] in _FAILED_EVENTS))
-            times["(retried failures)"] = float(_retried(history, retryable))
-            state_times.append(times)
-
-        failed = [e for e in executions if e["status"] != "SUCCEEDED"][:5]
-        result["failed_executions"] = [_failure_detail(sfn, e, retryable) for e in failed]
-        result["error_samples"] = [
-            {"function": names.get(r.function_name, r.function_name), "error_type": r.error_type, "message": _error_message(r.payload)}
-            for r in invocations
-            if r.errored
-        ][:8]
-        result.update(
-            {
-                "files": len(items),
-                "jobs_expected": expected_jobs([k for k, _ in items], config.folder_depth),
-                "runs": len(runs),
-                "run_statuses": dict(statuses),
-                "executions": len(executions),
-                "execution_statuses": dict(Counter(e["status"] for e in executions)),
-                "work_s": last_work - t0,
-                "first_execution_start_s": (starts[0] - t0) if starts else None,
-                "execution_median_s": statistics.median(durations) if durations else None,
-                "execution_p90_s": durations[int(0.9 * (len(durations) - 1))] if durations else None,
-                "execution_occupancy": (sum(durations) / span) if span > 0 else None,
-                "functions": _function_stats(invocations, names),
-                "state_times": state_times,
-                "top_level_states": sorted(definition.get("States", {})),
-                "asl_parse_ms": asl_parse_ms(definition_text, repeats=3),
-                "settings": _function_settings(sb),
-            }
-        )
-        complete = statuses.get("COMPLETE", 0)
-        result["ok"] = bool(result["idle"]) and complete == len(runs) and len(runs) >= result["jobs_expected"]
+        result |= _timed_window(sb, items, counter, meter, names, timeout)
+        result |= _what_happened(sb, config, items, names, t0)
+        complete = result["run_statuses"].get("COMPLETE", 0)
+        result["ok"] = bool(result["idle"]) and complete == result["runs"] and result["runs"] >= result["jobs_expected"]
         result["files_per_s"] = len(items) / result["wall_s"]
         result["jobs_per_s"] = complete / result["wall_s"]
     finally:
         counter.enabled = False
         sb.stop()
     return result
+
+
+def _warm_up(sb: Any, body: bytes) -> dict[str, Any]:
+    """Every function runs once, alone, so each builds its settings while no other function's
+    environment is applied (a cold burst once poisoned the router's settings)."""
+    started = time.perf_counter()
+    sb.client("s3").put_object(Bucket=sb.outputs["InputBucketName"], Key=WARMUP_KEY, Body=body)
+    idle = sb.wait_until_idle(60)
+    return {
+        "warmup_idle": idle,
+        "warmup_s": time.perf_counter() - started,
+        "warmup_errors": sum(1 for r in sb.runtime.invocations if r.errored),
+    }
+
+
+def _timed_window(
+    sb: Any,
+    items: Sequence[tuple[str, bytes]],
+    counter: ApiCallCounter,
+    meter: ThreadCpuMeter,
+    names: Mapping[str, str],
+    timeout: float,
+) -> dict[str, Any]:
+    """Upload every file, wait for idle; the calls and CPU of that window."""
+    s3, bucket = sb.client("s3"), sb.outputs["InputBucketName"]
+    counter.reset()
+    counter.enabled = True
+    meter.start()
+    cpu_started = _cpu_seconds()
+    began = time.perf_counter()
+    for key, body in items:
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    window: dict[str, Any] = {"upload_s": time.perf_counter() - began}
+    window["idle"] = sb.wait_until_idle(timeout)
+    window["wall_s"] = time.perf_counter() - began
+    window["cpu_s"] = _cpu_seconds() - cpu_started
+    window["cpu_by_thread"] = meter.stop(names)
+    counter.enabled = False
+    window["calls"], window["calls_direct_total"] = counter.snapshot()
+    window["load_after"] = _load()
+    return window
+
+
+def _state_time_samples(sfn: Any, executions: Sequence[Mapping[str, Any]], retryable: Any) -> list[dict[str, float]]:
+    """Seconds per state of at most HISTORY_SAMPLE executions, spread evenly from first to last started."""
+    picks = {round(j * (len(executions) - 1) / max(1, HISTORY_SAMPLE - 1)) for j in range(HISTORY_SAMPLE)}
+    samples = []
+    for execution in [executions[i] for i in sorted(picks)] if executions else []:
+        history = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
+        times = _state_times(history)
+        times["(execution)"] = (_epoch(execution.get("stopDate")) or 0) - (_epoch(execution["startDate"]) or 0)
+        times["(transitions)"] = float(sum(1 for e in history if e["type"].endswith("StateEntered")))
+        times["(failed events)"] = float(sum(1 for e in history if e["type"] in _FAILED_EVENTS))
+        times["(retried failures)"] = float(_retried(history, retryable))
+        samples.append(times)
+    return samples
+
+
+def _what_happened(
+    sb: Any, config: Config, items: Sequence[tuple[str, bytes]], names: Mapping[str, str], t0: float
+) -> dict[str, Any]:
+    """Runs, executions, invocations and failures of the timed window (read after it, untimed)."""
+    outputs = sb.outputs
+    sfn, machine = sb.client("stepfunctions"), outputs["StateMachineArn"]
+    invocations = sb.runtime.invocations
+    executions = [
+        e
+        for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=machine)
+        for e in page["executions"]
+        if not e["name"].startswith(_WARMUP_EXECUTION_PREFIX)
+    ]
+    runs = [
+        item
+        for page in sb.client("dynamodb").get_paginator("scan").paginate(TableName=outputs["TrackingTableName"])
+        for item in page["Items"]
+        if item["started_at"]["S"] != "#head" and item["job_id"]["S"] != WARMUP_KEY
+    ]
+    ends = [e for e in (_epoch(x.get("stopDate")) for x in executions) if e]
+    starts = sorted(_epoch(x["startDate"]) or 0 for x in executions)
+    durations = sorted((_epoch(x["stopDate"]) or 0) - (_epoch(x["startDate"]) or 0) for x in executions if x.get("stopDate"))
+    span = (max(ends) - starts[0]) if ends and starts else 0.0
+    definition_text = sfn.describe_state_machine(stateMachineArn=machine)["definition"]
+    definition = json.loads(definition_text)
+    retryable = retry_errors(definition)
+    failed = [e for e in executions if e["status"] != "SUCCEEDED"][:5]
+    return {
+        "failed_executions": [_failure_detail(sfn, e, retryable) for e in failed],
+        "error_samples": [
+            {"function": names.get(r.function_name, r.function_name), "error_type": r.error_type, "message": _error_message(r.payload)}
+            for r in invocations
+            if r.errored
+        ][:8],
+        "files": len(items),
+        "jobs_expected": expected_jobs([k for k, _ in items], config.folder_depth),
+        "runs": len(runs),
+        "run_statuses": dict(Counter(item.get("status", {}).get("S", "?") for item in runs)),
+        "executions": len(executions),
+        "execution_statuses": dict(Counter(e["status"] for e in executions)),
+        "work_s": max([*ends, *(r.started_at + r.duration_ms / 1000 for r in invocations)], default=t0) - t0,
+        "first_execution_start_s": (starts[0] - t0) if starts else None,
+        "execution_median_s": statistics.median(durations) if durations else None,
+        "execution_p90_s": durations[int(0.9 * (len(durations) - 1))] if durations else None,
+        "execution_occupancy": (sum(durations) / span) if span > 0 else None,
+        "functions": _function_stats(invocations, names),
+        "state_times": _state_time_samples(sfn, executions, retryable),
+        "top_level_states": sorted(definition.get("States", {})),
+        "asl_parse_ms": asl_parse_ms(definition_text, repeats=3),
+        "settings": _function_settings(sb),
+    }
 
 
 # --------------------------------------------------------------------------- orchestration
@@ -744,86 +763,85 @@ def _progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _write_report(path: Path, text: str) -> None:
-    """Write the report, keeping the sections other benchmarks own (`<!-- bench:NAME -->`)."""
-    from bench.sections import keep_sections
+def _meta(args: argparse.Namespace, files: int, repeat: int, argv: Sequence[str] | None) -> dict[str, Any]:
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join(["python -m bench.e2e", *measuring_args(sys.argv[1:] if argv is None else argv)]),
+        "files": files,
+        "files_per_folder": args.files_per_folder,
+        "root_share": args.root_share,
+        "repeat": repeat,
+        "time_scale": args.time_scale,
+        "warmup": not args.no_warmup,
+        "quick": args.quick,
+        "load_start": _load(),
+        **machine_facts(),
+    }
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.read_text() if path.exists() else ""
-    path.write_text(keep_sections(old, text))
+
+def _config_names(args: argparse.Namespace) -> list[str]:
+    chosen = args.configs or ("folders,single" if args.quick else "folders,single,synthetic")
+    names = [n.strip() for n in chosen.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"unknown configuration(s): {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    return names
+
+
+def _run_config(
+    name: str, items: Sequence[tuple[str, bytes]], counter: ApiCallCounter, meter: ThreadCpuMeter, args: argparse.Namespace,
+    repeat: int, timeout: float,
+) -> dict[str, Any]:
+    """Every run of one configuration (synthetic once unless --repeat says otherwise)."""
+    config = CONFIGS[name]
+    runs_for_config = 1 if (name == "synthetic" and args.repeat is None) else repeat
+    entry: dict[str, Any] = {"name": name, "description": config.description, "parameters": dict(config.parameters), "runs": []}
+    for i in range(runs_for_config):
+        _progress(f"{name}: run {i + 1}/{runs_for_config} ({len(items)} files)")
+        run = run_once(config, items, counter, meter, time_scale=args.time_scale, timeout=timeout, warmup=not args.no_warmup)
+        _progress(
+            f"{name}: startup {run['startup_s']:.2f}s wall {run['wall_s']:.2f}s "
+            f"{run['files_per_s']:.2f} files/s {run['jobs_per_s']:.2f} jobs/s ok={run['ok']} load={run['load_after']}"
+        )
+        entry["runs"].append(run)
+    return entry
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from bench.report import SECTION, render
+    from bench.sections import write_section
+
     counter = ApiCallCounter().install()  # first: before any botocore session exists
     meter = ThreadCpuMeter().install()
     args = parse_args(argv)
     if args.render:
-        from bench.report import render
-
-        _write_report(args.out, render(json.loads(args.render.read_text())))
-        _progress(f"rendered {args.render} to {args.out}")
+        write_section(args.out, SECTION, render(json.loads(args.render.read_text())))
+        _progress(f"rendered {args.render} into the {SECTION} section of {args.out}")
         return 0
     files = args.files or (30 if args.quick else 100)
     repeat = args.repeat or (2 if args.quick else 3)
     timeout = args.timeout or (90.0 if args.quick else 150.0)
-    names = [n.strip() for n in (args.configs or ("folders,single" if args.quick else "folders,single,synthetic")).split(",") if n.strip()]
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown:
-        raise SystemExit(f"unknown configuration(s): {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    names = _config_names(args)
     for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         os.environ.setdefault(name, value)
     os.environ.pop("AWS_ENDPOINT_URL", None)
 
     began = time.perf_counter()
-    results: dict[str, Any] = {
-        "meta": {
-            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": " ".join(["python -m bench.e2e", *measuring_args(sys.argv[1:] if argv is None else argv)]),
-            "files": files,
-            "files_per_folder": args.files_per_folder,
-            "root_share": args.root_share,
-            "repeat": repeat,
-            "time_scale": args.time_scale,
-            "warmup": not args.no_warmup,
-            "quick": args.quick,
-            "load_start": _load(),
-            **machine_facts(),
-        },
-        "configs": [],
-        "raw_moto": [],
-    }
-
+    results: dict[str, Any] = {"meta": _meta(args, files, repeat, argv), "configs": [], "raw_moto": []}
     if not args.skip_raw:
         _progress("raw moto throughput")
         from bench import raw_moto
 
         results["raw_moto"] = raw_moto.run(repeats=3, scale=0.4 if args.quick else 0.75)
-
     items = workload(files, args.files_per_folder, args.root_share)
     results["meta"]["bytes_median"] = statistics.median(len(body) for _, body in items)
-    for name in names:
-        config = CONFIGS[name]
-        runs_for_config = 1 if (name == "synthetic" and args.repeat is None) else repeat
-        entry: dict[str, Any] = {"name": name, "description": config.description, "parameters": dict(config.parameters), "runs": []}
-        for i in range(runs_for_config):
-            _progress(f"{name}: run {i + 1}/{runs_for_config} ({files} files)")
-            run = run_once(config, items, counter, meter, time_scale=args.time_scale, timeout=timeout, warmup=not args.no_warmup)
-            _progress(
-                f"{name}: startup {run['startup_s']:.2f}s wall {run['wall_s']:.2f}s "
-                f"{run['files_per_s']:.2f} files/s {run['jobs_per_s']:.2f} jobs/s ok={run['ok']} load={run['load_after']}"
-            )
-            entry["runs"].append(run)
-        results["configs"].append(entry)
-
+    results["configs"] = [_run_config(name, items, counter, meter, args, repeat, timeout) for name in names]
     results["meta"]["load_end"] = _load()
     results["meta"]["duration_s"] = time.perf_counter() - began
     counter.uninstall()
     meter.uninstall()
-
-    from bench.report import render
-
-    _write_report(args.out, render(results))
-    _progress(f"wrote {args.out} in {results['meta']['duration_s']:.0f}s")
+    write_section(args.out, SECTION, render(results))
+    _progress(f"wrote the {SECTION} section of {args.out} in {results['meta']['duration_s']:.0f}s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -192,20 +192,12 @@ def run_size(
     timeout: float,
     spread_s: float = 0.0,
 ) -> dict[str, Any]:
+    """One size: a fresh sandbox, the warm-up, the timed uploads to idle, then the tracking table."""
     import logging
 
-    from bench.e2e import (
-        _WARMUP_EXECUTION_PREFIX,
-        WARMUP_KEY,
-        _cpu_seconds,
-        _function_settings,
-        _function_stats,
-        _load,
-    )
-    from pipeline.status import TERMINAL_STATUSES, JobStatus
+    from bench.e2e import WARMUP_KEY, _load
     from sandbox.sandbox import Sandbox
     from tests.e2e.test_large_folder import FOLDER, PARAMETERS, body
-    from tests.e2e.test_pipeline_e2e import all_runs, json_lines
 
     items = [(f"{FOLDER}doc-{index:05d}.txt", body(index).encode()) for index in range(files)]
     result: dict[str, Any] = {"files": files, "load_before": _load(), "parameters": dict(PARAMETERS)}
@@ -213,7 +205,6 @@ def run_size(
         result["spread_s"] = spread_s
     started = time.perf_counter()
     sb = Sandbox(parameters=PARAMETERS).start()
-    sampler: Sampler | None = None
     try:
         result["startup_s"] = round(time.perf_counter() - started, 2)
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)  # as bench.e2e
@@ -223,137 +214,164 @@ def run_size(
         outputs = sb.outputs
         names = {outputs[k]: k.removesuffix("Name") for k in outputs if k.endswith("FunctionName")}
         counter.name_functions(names)
-        s3, bucket = sb.client("s3"), outputs["InputBucketName"]
         result["time_scale"] = sb.time_scale.factor
         if warmup:
             warm = time.perf_counter()
-            s3.put_object(Bucket=bucket, Key=WARMUP_KEY, Body=body(10).encode())
+            sb.client("s3").put_object(Bucket=outputs["InputBucketName"], Key=WARMUP_KEY, Body=body(10).encode())
             result["warmup_idle"] = sb.wait_until_idle(60)
             result["warmup_s"] = round(time.perf_counter() - warm, 2)
         sb.runtime.clear_invocations()
-
-        counter.reset()
-        counter.enabled = True
-        meter.start()
-        cpu_started = _cpu_seconds()
         t0 = time.time()
-        t0_perf = time.perf_counter()
-        sampler = Sampler(sb, t0).start()
-        offsets = upload_offsets(len(items), spread_s)
-
-        def put(index: int) -> None:
-            wait = t0_perf + offsets[index] - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)  # the benchmark's pacing, not the pipeline's
-            key, data = items[index]
-            s3.put_object(Bucket=bucket, Key=key, Body=data)
-
-        with ThreadPoolExecutor(max_workers=upload_threads, thread_name_prefix=UPLOAD_THREAD_PREFIX) as pool:
-            list(pool.map(put, range(len(items))))
-        result["upload_s"] = time.perf_counter() - t0_perf
-        result["idle"] = sb.wait_until_idle(timeout)
-        result["wall_s"] = time.perf_counter() - t0_perf
-        result["samples"] = sampler.stop()
-        result["cpu_s"] = _cpu_seconds() - cpu_started
-        result["cpu_by_thread"] = meter.stop(names)
-        counter.enabled = False
-        result["calls"], result["calls_direct_total"] = counter.snapshot()
-        result["handler_pool_calls"] = counter.handler_pool_calls
-        result["internal_on_handler_threads"] = counter.internal_on_handler_threads
-        result["load_after"] = _load()
-        result["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-
-        # -- what happened (outside the timed window): the tracking table, as the e2e test reads it
-        invocations = sb.runtime.invocations
-        sfn = sb.client("stepfunctions")
-        pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=outputs["StateMachineArn"])
-        executions = {
-            e["executionArn"]: e
-            for page in pages
-            for e in page["executions"]
-            if not e["name"].startswith(_WARMUP_EXECUTION_PREFIX)
-        }
-        runs = [r for r in all_runs(sb) if r.job_id != WARMUP_KEY]
-        uploaded = {key for key, _ in items}
-        owners: Counter[str] = Counter(key for run in runs for key in run.files)
-        terminal = [r for r in runs if r.status in TERMINAL_STATUSES]
-        timeline = []
-        for run in sorted(runs, key=lambda r: r.started_at):
-            execution = executions.get(run.execution_arn or "", {})
-            start, stop = execution.get("startDate"), execution.get("stopDate")
-            timeline.append(
-                {
-                    "files": len(run.files),
-                    "status": str(run.status),
-                    "created_s": _rel(_epoch(run.started_at), t0),
-                    "execution_start_s": _rel(start.timestamp() if start else None, t0),
-                    "execution_stop_s": _rel(stop.timestamp() if stop else None, t0),
-                    "terminal_s": _rel(_epoch(run.updated_at), t0)
-                    if run.status in TERMINAL_STATUSES
-                    else None,
-                    "execution_status": execution.get("status"),
-                }
-            )
-        ingest = sorted(
-            (r for r in invocations if names.get(r.function_name) == "IngestFunction"),
-            key=lambda r: r.started_at,
-        )
-        tenth = max(1, len(ingest) // 10)
-        trackers = sorted(
-            (r for r in invocations if names.get(r.function_name) == "WorkflowTrackerFunction"),
-            key=lambda r: r.started_at,
-        )
-        result.update(
-            {
-                "runs": len(runs),
-                "run_statuses": dict(Counter(str(r.status) for r in runs)),
-                "max_files_per_run": max((len(r.files) for r in runs), default=0),
-                "files_in_runs": len(owners),
-                "files_terminal": sum(len(r.files) for r in terminal),
-                "files_missing": len(uploaded - set(owners)),
-                "files_in_two_runs": sum(1 for n in owners.values() if n > 1),
-                "files_empty": sum(len(r.failed_files.get(FailedFileKind.EMPTY, [])) for r in runs),
-                "files_failed": sum(
-                    len(r.failed_files.get(k, [])) for r in runs for k in FailedFileKind if k is not FailedFileKind.EMPTY
-                ),
-                "executions": len(executions),
-                "execution_statuses": dict(Counter(e["status"] for e in executions.values())),
-                "timeline": timeline,
-                "tracker_invocations": [
-                    [_rel(r.started_at, t0), _rel(r.started_at + r.duration_ms / 1000, t0)] for r in trackers
-                ],
-                "functions": _function_stats(invocations, names),
-                "ingest_done_s": _rel(
-                    max((r.started_at + r.duration_ms / 1000 for r in ingest), default=None), t0
-                ),
-                "ingest_first_tenth_ms": _median([r.duration_ms for r in ingest[:tenth]]),
-                "ingest_last_tenth_ms": _median([r.duration_ms for r in ingest[-tenth:]]),
-                "bus_workers": getattr(sb.bus, "_n_workers", None),
-                "settings": _function_settings(sb),
-                **router_records(
-                    json_lines(line for r in invocations if names.get(r.function_name) == "RouterFunction" for line in r.log_lines)
-                ),
-            }
-        )
-        last = [t["terminal_s"] for t in timeline if t["terminal_s"] is not None]
-        result["last_terminal_s"] = max(last) if last else None
-        result["ok"] = (
-            bool(result["idle"])
-            and result["files_missing"] == 0
-            and result["files_in_two_runs"] == 0
-            and bool(runs)
-            and all(r.status == JobStatus.COMPLETE for r in runs)
-        )
+        result |= _timed_uploads(sb, items, counter, meter, names, upload_threads, timeout, spread_s, t0)
+        result |= _what_happened(sb, items, names, t0)
+        result["ok"] = bool(result["idle"]) and result["ok"]
         result["files_per_s"] = files / result["wall_s"]
     finally:
         counter.enabled = False
-        if sampler is not None:
-            sampler.stop()
         sb.stop()
         from pipeline.handlers import _wiring
 
         _wiring.reset()
     return result
+
+
+def _timed_uploads(
+    sb: Any,
+    items: Sequence[tuple[str, bytes]],
+    counter: FolderCallCounter,
+    meter: ThreadCpuMeter,
+    names: Mapping[str, str],
+    upload_threads: int,
+    timeout: float,
+    spread_s: float,
+    t0: float,
+) -> dict[str, Any]:
+    """Upload every file (at once, or spread over `spread_s`) by `upload_threads`, wait for idle;
+    the calls, CPU and samples of that window."""
+    from bench.e2e import _cpu_seconds, _load
+
+    s3, bucket = sb.client("s3"), sb.outputs["InputBucketName"]
+    counter.reset()
+    counter.enabled = True
+    meter.start()
+    cpu_started = _cpu_seconds()
+    t0_perf = time.perf_counter()
+    sampler = Sampler(sb, t0).start()
+    offsets = upload_offsets(len(items), spread_s)
+
+    def put(index: int) -> None:
+        wait = t0_perf + offsets[index] - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)  # the benchmark's pacing, not the pipeline's
+        key, data = items[index]
+        s3.put_object(Bucket=bucket, Key=key, Body=data)
+
+    try:
+        with ThreadPoolExecutor(max_workers=upload_threads, thread_name_prefix=UPLOAD_THREAD_PREFIX) as pool:
+            list(pool.map(put, range(len(items))))
+        window: dict[str, Any] = {"upload_s": time.perf_counter() - t0_perf}
+        window["idle"] = sb.wait_until_idle(timeout)
+        window["wall_s"] = time.perf_counter() - t0_perf
+    finally:
+        window_samples = sampler.stop()
+    window["samples"] = window_samples
+    window["cpu_s"] = _cpu_seconds() - cpu_started
+    window["cpu_by_thread"] = meter.stop(names)
+    counter.enabled = False
+    window["calls"], window["calls_direct_total"] = counter.snapshot()
+    window["handler_pool_calls"] = counter.handler_pool_calls
+    window["internal_on_handler_threads"] = counter.internal_on_handler_threads
+    window["load_after"] = _load()
+    window["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return window
+
+
+def _timeline(runs: Sequence[Any], executions: Mapping[str, Mapping[str, Any]], t0: float) -> list[dict[str, Any]]:
+    """Each run, in the order they started: its files, when it was created, executed and ended."""
+    from pipeline.status import TERMINAL_STATUSES
+
+    timeline = []
+    for run in sorted(runs, key=lambda r: r.started_at):
+        execution = executions.get(run.execution_arn or "", {})
+        start, stop = execution.get("startDate"), execution.get("stopDate")
+        terminal = run.status in TERMINAL_STATUSES
+        timeline.append(
+            {
+                "files": len(run.files),
+                "status": str(run.status),
+                "created_s": _rel(_epoch(run.started_at), t0),
+                "execution_start_s": _rel(start.timestamp() if start else None, t0),
+                "execution_stop_s": _rel(stop.timestamp() if stop else None, t0),
+                "terminal_s": _rel(_epoch(run.updated_at), t0) if terminal else None,
+                "execution_status": execution.get("status"),
+            }
+        )
+    return timeline
+
+
+def _file_accounting(runs: Sequence[Any], uploaded: set[str]) -> dict[str, Any]:
+    """Every file in exactly one run, and how the runs ended (as tests/e2e/test_large_folder.py checks)."""
+    from pipeline.status import TERMINAL_STATUSES
+
+    owners: Counter[str] = Counter(key for run in runs for key in run.files)
+    return {
+        "runs": len(runs),
+        "run_statuses": dict(Counter(str(r.status) for r in runs)),
+        "max_files_per_run": max((len(r.files) for r in runs), default=0),
+        "files_in_runs": len(owners),
+        "files_terminal": sum(len(r.files) for r in runs if r.status in TERMINAL_STATUSES),
+        "files_missing": len(uploaded - set(owners)),
+        "files_in_two_runs": sum(1 for n in owners.values() if n > 1),
+        "files_empty": sum(len(r.failed_files.get(FailedFileKind.EMPTY, [])) for r in runs),
+        "files_failed": sum(
+            len(r.failed_files.get(k, [])) for r in runs for k in FailedFileKind if k is not FailedFileKind.EMPTY
+        ),
+    }
+
+
+def _what_happened(sb: Any, items: Sequence[tuple[str, bytes]], names: Mapping[str, str], t0: float) -> dict[str, Any]:
+    """The tracking table, executions and invocations after the window (untimed)."""
+    from bench.e2e import _WARMUP_EXECUTION_PREFIX, WARMUP_KEY, _function_settings, _function_stats
+    from pipeline.status import JobStatus
+    from tests.e2e.test_pipeline_e2e import all_runs, json_lines
+
+    invocations = sb.runtime.invocations
+    pages = sb.client("stepfunctions").get_paginator("list_executions").paginate(stateMachineArn=sb.outputs["StateMachineArn"])
+    executions = {
+        e["executionArn"]: e for page in pages for e in page["executions"] if not e["name"].startswith(_WARMUP_EXECUTION_PREFIX)
+    }
+    runs = [r for r in all_runs(sb) if r.job_id != WARMUP_KEY]
+    timeline = _timeline(runs, executions, t0)
+
+    def of(function: str) -> list[Any]:
+        return sorted((r for r in invocations if names.get(r.function_name) == function), key=lambda r: r.started_at)
+
+    ingest, tenth = of("IngestFunction"), max(1, len(of("IngestFunction")) // 10)
+    router_lines = json_lines(line for r in of("RouterFunction") for line in r.log_lines)
+    found = _file_accounting(runs, {key for key, _ in items}) | {
+        "executions": len(executions),
+        "execution_statuses": dict(Counter(e["status"] for e in executions.values())),
+        "timeline": timeline,
+        "tracker_invocations": [
+            [_rel(r.started_at, t0), _rel(r.started_at + r.duration_ms / 1000, t0)] for r in of("WorkflowTrackerFunction")
+        ],
+        "functions": _function_stats(invocations, names),
+        "ingest_done_s": _rel(max((r.started_at + r.duration_ms / 1000 for r in ingest), default=None), t0),
+        "ingest_first_tenth_ms": _median([r.duration_ms for r in ingest[:tenth]]),
+        "ingest_last_tenth_ms": _median([r.duration_ms for r in ingest[-tenth:]]),
+        "bus_workers": getattr(sb.bus, "_n_workers", None),
+        "settings": _function_settings(sb),
+        **router_records(router_lines),
+    }
+    last = [t["terminal_s"] for t in timeline if t["terminal_s"] is not None]
+    found["last_terminal_s"] = max(last) if last else None
+    found["ok"] = (  # and idle: run_size
+        found["files_missing"] == 0
+        and found["files_in_two_runs"] == 0
+        and bool(runs)
+        and all(r.status == JobStatus.COMPLETE for r in runs)
+    )
+    return found
 
 
 def _rel(value: float | None, t0: float) -> float | None:
@@ -612,280 +630,165 @@ def stall(size: Mapping[str, Any], minimum_s: float = 10.0) -> dict[str, Any] | 
     }
 
 
-def findings(results: Mapping[str, Any]) -> list[str]:
-    """'What is slow, and why', computed from the numbers (each bullet skipped when its data is missing)."""
+def _throughput_figures(sizes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    small = sizes[0]
+    rows = [("files/s on the wall time", ", ".join(f"{_n(s['files'] / s['wall_s'])} at {s['files']:,}" for s in sizes))]
+    first = [t["execution_start_s"] for t in small.get("timeline", []) if t.get("execution_start_s") is not None]
+    if first:
+        rows.append((f"at {small['files']:,} files: first execution start after the first upload", f"{_n(min(first))} s"))
+    return rows
+
+
+def _stall_figures(big: Mapping[str, Any]) -> list[tuple[str, str]]:
+    found = stall(big)
+    if not found:
+        return []
+    held = found["slots_held"]
+    slots = (big.get("parameters") or {}).get("MaxConcurrentWorkflows")
+    release = found["first_release_s"]
+    rows = [
+        (
+            f"at {big['files']:,} files: no execution ran while runs waited (runs waiting)",
+            f"{_n(found['start_s'])}-{_n(found['stop_s'])} s, {_n(found['stop_s'] - found['start_s'])} s ({found['waiting_runs']})",
+        )
+    ]
+    if held:
+        rows.append(("slots held in that stall (sampled every second)", f"{held[0] if len(held) == 1 else f'{held[0]}-{held[-1]}'} of {slots or '?'}"))
+    if release is not None:
+        rows.append(("the WorkflowTracker's first invocation after the stall began", f"{_n(release)} s"))
+    if found["bus_in_flight_max"]:
+        rows.append(("event-bus deliveries in flight in the stall, at most", f"{found['bus_in_flight_max']:,} ({big.get('bus_workers') or '?'} workers)"))
+    return rows
+
+
+def _cpu_figures(results: Mapping[str, Any], sizes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    big = sizes[-1]
+    ratios = [s["cpu_s"] / s["wall_s"] for s in sizes if s.get("cpu_s")]
+    groups = cpu_groups(big)
+    total = sum(groups.values())
+    if not ratios or not total:
+        return []
+    meta = results.get("meta", {})
+    rows = [("process CPU / wall time", f"{min(ratios):.2f}-{max(ratios):.2f}x on {meta.get('usable_cores', '?')} usable cores")]
+    sfn = groups.get("Step Functions interpreter (moto)", 0.0) / total
+    handlers = groups.get("handler threads (+ the pools they start)", 0.0) / total
+    rows.append(
+        (
+            f"at {big['files']:,} files: CPU a file (interpreter threads / handler threads)",
+            f"{big['cpu_s'] / big['files'] * 1000:,.0f} ms ({sfn:.0%} / {handlers:.0%})",
+        )
+    )
+    ingest_cpu = big.get("cpu_by_thread", {}).get("handler: IngestFunction")
+    if ingest_cpu:
+        rows.append(("Ingest's share of the CPU (a file)", f"{ingest_cpu / total:.0%} ({ingest_cpu / big['files'] * 1000:,.0f} ms)"))
+    return rows
+
+
+def _ingest_figures(big: Mapping[str, Any]) -> list[tuple[str, str]]:
+    ingest = big.get("functions", {}).get("IngestFunction")
+    if not ingest or big.get("ingest_done_s") is None or not big.get("upload_s"):
+        return []
+    rows = [
+        (f"at {big['files']:,} files: uploads done / last Ingest ended", f"{_n(big['upload_s'])} s / {_n(big['ingest_done_s'])} s"),
+        ("Ingest invocations (median wall ms)", f"{ingest['invocations']:,} ({_n(ingest['median_ms'], 0)} ms)"),
+    ]
+    first_ms, last_ms = big.get("ingest_first_tenth_ms"), big.get("ingest_last_tenth_ms")
+    if first_ms and last_ms:
+        rows.append(("Ingest median ms, first tenth / last tenth", f"{_n(first_ms, 0)} / {_n(last_ms, 0)}"))
+    return rows
+
+
+def _execution_figures(big: Mapping[str, Any]) -> list[tuple[str, str]]:
+    timeline = big.get("timeline", [])
+    durations = [
+        t["execution_stop_s"] - t["execution_start_s"]
+        for t in timeline
+        if t.get("execution_stop_s") is not None and t.get("execution_start_s") is not None
+    ]
+    if len(durations) <= 1:
+        return []
+    counts = [t["files"] for t in timeline]
+    ran = sum(b - a for a, b in _busy(timeline))
+    return [
+        (f"at {big['files']:,} files: runs (files each)", f"{len(durations)} ({min(counts)}-{max(counts)})"),
+        ("execution seconds, median (max)", f"{_n(statistics.median(durations))} ({_n(max(durations))})"),
+        ("seconds some execution was running, of the wall time", f"{_n(ran, 0)} of {_n(big['wall_s'], 0)}"),
+    ]
+
+
+def _call_figures(sizes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    big = sizes[-1]
+    rows = []
+    for origin, label in (("handler", "by handlers"), ("stepfunctions", "by the state machine"), ("sandbox", "by the sandbox")):
+        values = [v for s in sizes if (v := per_file(s, origin)) is not None]
+        if values:
+            rows.append((f"calls a file {label}, over the sizes", f"{_n(min(values))}-{_n(max(values))}"))
+    resent = calls_by(big, "handler").get(("RouterFunction", "sqs", "SendMessage"), 0)
+    rows.append((f"at {big['files']:,} files: Router capacity re-sends (SendMessage)", f"{resent:,}"))
+    rows.append(("handler calls on threads a handler started, over the sizes", f"{sum(s.get('handler_pool_calls', 0) for s in sizes):,}"))
+    rows.append(
+        ("the sandbox's IAM calls on handler threads, over the sizes", f"{sum(s.get('internal_on_handler_threads', 0) for s in sizes):,}")
+    )
+    rss = [(s["files"], s.get("max_rss_mb")) for s in sizes if s.get("max_rss_mb")]
+    if rss:
+        rows.append(("peak resident size after each size (cumulative)", ", ".join(f"{mb / 1024:,.1f} GB after {f:,}" for f, mb in rss)))
+    return rows
+
+
+def figures(results: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(figure, value) for every figure the hand-written analysis reads; a figure without data is left out. Pure."""
     sizes = [s for s in results.get("sizes", []) if s.get("wall_s")]
     if not sizes:
         return []
-    out: list[str] = []
-    small, big = sizes[0], sizes[-1]
-    rates = [s["files"] / s["wall_s"] for s in sizes]
-    listed = ", ".join(f"{_n(r)} at {s['files']:,}" for r, s in zip(rates, sizes, strict=True))
-    best = max(range(len(rates)), key=rates.__getitem__)
-    if best == len(rates) - 1:
-        shape = "Files/s grows with the folder"
-    else:
-        shape = f"Files/s peaks at {sizes[best]['files']:,} files and falls after"
-    first = [
-        t["execution_start_s"] for t in small.get("timeline", []) if t.get("execution_start_s") is not None
+    big = sizes[-1]
+    return (
+        _throughput_figures(sizes)
+        + _stall_figures(big)
+        + _cpu_figures(results, sizes)
+        + _ingest_figures(big)
+        + _execution_figures(big)
+        + _call_figures(sizes)
+    )
+
+
+def _stamp(meta: Mapping[str, Any], sizes: Sequence[Mapping[str, Any]]) -> list[str]:
+    load, load_end = meta.get("load_start"), meta.get("load_end")
+    params = next((s.get("parameters") for s in sizes if s.get("parameters")), {}) or {}
+    scale = next((s.get("time_scale") for s in sizes if s.get("time_scale")), None)
+    rows = [
+        ("measured", f"{meta.get('date', '?')} with `{meta.get('command', 'python -m bench.large_folder')}` ({_n(meta.get('duration_s'), 0)} s in all)"),
+        ("cores", f"{meta.get('usable_cores', '?')} usable of {meta.get('cores', '?')} ({meta.get('cpu_model') or 'unknown CPU'})"),
+        ("load average, start / end", f"{load[0] if load else '?'} / {load_end[0] if load_end else '?'}"),
+        ("Python, OS, moto, botocore", f"{meta.get('python', '?')}, {meta.get('platform', '?')}, {meta.get('moto', '?')}, {meta.get('botocore', '?')}"),
+        ("stack parameters", ", ".join(f"{k} {v}" for k, v in params.items()) or "defaults"),
+        ("time scale; upload threads", f"{f'{scale:g}' if scale else '?'}; {meta.get('upload_threads', UPLOAD_THREADS)}"),
     ]
-    text = f"**{shape}** ({listed} files; files/s on the wall time)."
-    if first:
-        text += (
-            f" A small folder is mostly fixed cost: at {small['files']:,} files the first execution starts "
-            f"{_n(min(first))} s after the first upload (the scaled FolderSettleSeconds lets the folder's files "
-            "join the run before the router sees it, then the router's batching window), and an execution has "
-            "the same fixed states whatever its size."
-        )
-    out.append(text)
-
-    found = stall(big)
-    slots = (big.get("parameters") or {}).get("MaxConcurrentWorkflows")
-    if found:
-        held = found["slots_held"]
-        release = found["first_release_s"]
-        explained = release is not None and found["stop_s"] - release < 10
-        text = (
-            f"**At {big['files']:,} files the pipeline stalls for {_n(found['stop_s'] - found['start_s'])} s"
-            + (" (a sandbox artifact)" if explained else "")
-            + f".** From {_n(found['start_s'])} s to {_n(found['stop_s'])} s no execution ran while "
-            f"{found['waiting_runs']} runs waited for one"
-        )
-        if held:
-            text += (
-                f"; the semaphore held {held[0] if len(held) == 1 else f'{held[0]}-{held[-1]}'} of "
-                f"{slots or '?'} slots throughout (sampled every second)"
-            )
-        if explained:
-            text += (
-                ". The runs holding them had ended, but the WorkflowTracker, which releases a slot when the "
-                "execution's terminal status event reaches it, was first invoked again at "
-                f"{_n(release)} s: the sandbox's event bus hands S3 *Object Created* events (to Ingest) and "
-                f"execution status events (to the Tracker) to the same {big.get('bus_workers') or 'few'} FIFO "
-                "worker queues"
-            )
-            if found["bus_in_flight_max"]:
-                text += f", and up to {found['bus_in_flight_max']:,} deliveries were in flight in the stall"
-            if big.get("ingest_done_s") is not None:
-                text += f" (Ingest's backlog: the last Ingest ended at {_n(big['ingest_done_s'])} s)"
-            retry = (big.get("settings") or {}).get("capacity_retry_seconds")
-            text += (
-                ". Meanwhile every router found no free slot and re-sent its run's message"
-                + (f" with a {_n(retry, 0)} s delay (CapacityRetrySeconds, scaled)" if retry else "")
-                + ". EventBridge in AWS does not queue one rule's deliveries behind another's, so this wait "
-                "is the sandbox's"
-            )
-        out.append(text + ".")
-
-    ratios = [s["cpu_s"] / s["wall_s"] for s in sizes if s.get("cpu_s")]
-    cpu_big = cpu_groups(big)
-    total = sum(cpu_big.values())
-    if ratios and total:
-        sfn = cpu_big.get("Step Functions interpreter (moto)", 0.0) / total
-        handlers = cpu_big.get("handler threads (+ the pools they start)", 0.0) / total
-        by_kind = big.get("cpu_by_thread", {})
-        ingest_cpu = by_kind.get("handler: IngestFunction")
-        meta = results.get("meta", {})
-        load = [x for x in (meta.get("load_start"), meta.get("load_end")) if x]
-        text = (
-            f"**CPU: one interpreter, shared cores.** Process CPU is {min(ratios):.2f}-{max(ratios):.2f}x the wall "
-            f"time on {meta.get('usable_cores', '?')} usable cores: moto, the ASL interpreter, the handlers and the "
-            "sandbox share one Python interpreter (the GIL lets about one core's worth of Python run), the "
-            "small folders wait out fixed delays"
-            + (", the stall above waits on a queue" if found else "")
-            + (
-                f", and other sessions' processes were using the same cores (load average up to {max(x[0] for x in load)})"
-                if load
-                else ""
-            )
-            + f". At {big['files']:,} files a file costs {big['cpu_s'] / big['files'] * 1000:,.0f} ms of CPU: "
-            f"{sfn:.0%} on the Step Functions interpreter's threads (moto running the Map states and their Task "
-            f"calls), {handlers:.0%} on handler threads (handler code plus moto answering its calls)"
-        )
-        if ingest_cpu:
-            text += f", of which Ingest alone {ingest_cpu / total:.0%} ({ingest_cpu / big['files'] * 1000:,.0f} ms a file)"
-        out.append(text + ".")
-
-    ingest = big.get("functions", {}).get("IngestFunction")
-    if ingest and big.get("ingest_done_s") is not None and big.get("upload_s"):
-        text = (
-            f"**Ingest falls behind the uploads.** At {big['files']:,} files uploading took {_n(big['upload_s'])} s "
-            f"but the last Ingest ended at {_n(big['ingest_done_s'])} s: {ingest['invocations']:,} invocations "
-            f"of a median {_n(ingest['median_ms'], 0)} ms (wall time, waits for the GIL included)"
-        )
-        first_ms, last_ms = big.get("ingest_first_tenth_ms"), big.get("ingest_last_tenth_ms")
-        if first_ms and last_ms:
-            text += f"; {_n(first_ms, 0)} ms in the first tenth, {_n(last_ms, 0)} ms in the last"
-        text += (
-            f", {big.get('bus_workers') or 'a few'} at a time on the event bus's workers, while executions ran "
-            "in the same interpreter. The runs fill in arrival order, so the folder's later runs can only "
-            "start once Ingest has reached their files."
-        )
-        out.append(text)
-
-    durations = [
-        t["execution_stop_s"] - t["execution_start_s"]
-        for t in big.get("timeline", [])
-        if t.get("execution_stop_s") is not None and t.get("execution_start_s") is not None
-    ]
-    if len(durations) > 1 and slots:
-        ran = sum(b - a for a, b in _busy(big["timeline"]))
-        counts = [t["files"] for t in big["timeline"]]
-        spread = (
-            f" ({min(counts)}-{max(counts)} files: a file that arrives after its run was frozen opens the next one)"
-            if min(counts) < max(counts)
-            else ""
-        )
-        out.append(
-            f"**Executions.** {len(durations)} runs of up to {big.get('max_files_per_run', '?')} files{spread}, "
-            f"at most {slots} at a time (MaxConcurrentWorkflows {slots}, as in the e2e "
-            "test, keeps each 100-file run inside the sandbox's workflow timeout); an execution took a median "
-            f"{_n(statistics.median(durations))} s (max {_n(max(durations))} s), and some execution was running "
-            f"for {_n(ran, 0)} s of the {_n(big['wall_s'], 0)} s wall time."
-        )
-
-    handler = [per_file(s, "handler") for s in sizes]
-    sfn_calls = [per_file(s, "stepfunctions") for s in sizes]
-    machinery = [per_file(s, "sandbox") for s in sizes]
-    if all(v is not None for v in handler + sfn_calls + machinery):
-        per_function = {
-            name: _component_per_file(big, "handler", name)
-            for name in ("RedactFunction", "IngestFunction", "DetectFunction", "FinalizeFunction")
-        }
-        text = (
-            f"**API calls per file hold ({_n(min(handler))}-{_n(max(handler))} by handlers, "
-            f"{_n(min(sfn_calls))}-{_n(max(sfn_calls))} by the state machine).** Almost all are per file: "
-            + ", ".join(f"{k.removesuffix('Function')} {_n(v)}" for k, v in per_function.items() if v)
-            + f" at {big['files']:,} files, and the state machine's Lambda Invoke of Detect and Redact for each "
-            "file. A run's own calls (router admission, Mark* writes, the tracker, Finalize's accounts) are "
-            "shared by up to MaxFilesPerRun files."
-        )
-        router = calls_by(big, "handler")
-        resent = router.get(("RouterFunction", "sqs", "SendMessage"), 0)
-        reconciler = _component_per_file(big, "handler", "ReconcilerFunction")
-        if resent or reconciler:
-            text += (
-                f" What grows at {big['files']:,} files is waiting: the Router's {_n(_component_per_file(big, 'handler', 'RouterFunction'))} "
-                f"calls per file include {resent:,} capacity re-sends (SendMessage), and the scheduled Reconciler's "
-                f"{_n(reconciler)} grow with the wall time."
-            )
-        text += (
-            " The sandbox's own calls ("
-            + ", ".join(f"{_n(v)}" for v in machinery)
-            + " per file at the sizes above: the IAM check's HeadObject before each handler GetObject; log and "
-            "metric writes, the Lambda runtime's for each invocation and the sandbox's metric publishers', "
-            "counted together by service as `bench.e2e` counts them; the status watcher's polling) have no "
-            "counterpart in AWS."
-        )
-        out.append(text)
-
-    rss = [(s["files"], s.get("max_rss_mb")) for s in sizes if s.get("max_rss_mb")]
-    if rss:
-        out.append(
-            "**Memory.** The process's peak resident size after each size (cumulative): "
-            + ", ".join(f"{mb / 1024:,.1f} GB after {f:,} files" for f, mb in rss)
-            + "."
-        )
-    return out
+    return [*_table(("", ""), rows, "ll"), ""]
 
 
 def render_section(results: Mapping[str, Any]) -> str:
-    """The `large-folder` section of docs/PERFORMANCE.md (without its markers). Pure."""
-    meta = results.get("meta", {})
+    """The `large-folder` section of docs/PERFORMANCE.md (without its markers): tables only. Pure."""
     sizes = results.get("sizes", [])
-    load, load_end = meta.get("load_start"), meta.get("load_end")
-    cores, usable = meta.get("cores", "?"), meta.get("usable_cores", "?")
-    params = next((s.get("parameters") for s in sizes if s.get("parameters")), {}) or {}
-    scale = next((s.get("time_scale") for s in sizes if s.get("time_scale")), None)
-    lines = [
-        HEADING,
-        "",
-        f"Measured {meta.get('date', '?')} with `{meta.get('command', 'python -m bench.large_folder')}` "
-        f"({_n(meta.get('duration_s'), 0)} s in all) on a shared machine: {usable} usable cores of {cores} "
-        f"({meta.get('cpu_model') or 'unknown CPU'}), shared with other sessions' test runs (load average "
-        f"{load[0] if load else '?'} at the start, {load_end[0] if load_end else '?'} at the end); "
-        f"Python {meta.get('python', '?')}, {meta.get('platform', '?')}, moto {meta.get('moto', '?')}, "
-        f"botocore {meta.get('botocore', '?')}. Reproduce: `.venv/bin/python -m bench.large_folder`.",
-        "",
-        "**Method.** For each size, in one process: a fresh sandbox started as `tests/e2e/test_large_folder.py` "
-        "starts it (template.yaml, AWS's size limits on, "
-        + (", ".join(f"{k} {v}" for k, v in params.items()) or "default parameters")
-        + ", MaxFilesPerRun at its default 100, JobFolderDepth 1, time scale "
-        + (f"{scale:g}" if scale else "?")
-        + "), one warm-up file at the bucket root processed to idle (not counted), then that test's files "
-        "uploaded into one folder (`bulk-intake/`, one in ten with an e-mail address, one in 250 empty) by "
-        f"{meta.get('upload_threads', UPLOAD_THREADS)} threads. **Wall** runs from the first upload until "
-        "`wait_until_idle()` returns (nothing queued, delivered or running); **last terminal** is when the "
-        "last run's record turned COMPLETE (its `updated_at`), which leaves out idle detection. Afterwards the "
-        "tracking table is checked as the e2e test checks it: *ok* means every file in exactly one run and "
-        "every run COMPLETE. A sampler thread reads, once a second, the slots the semaphore holds, the event "
-        "bus's deliveries in flight and the main queue's messages (for *What is slow*).",
-        "",
-        "**API calls** are counted as `bench.e2e` counts them (a botocore `before-call` handler in every "
-        "session, attributed by thread and credentials), in the timed window only. *Handler* calls are the "
-        "ones pipeline code makes from inside a Lambda invocation: Ingest, Router, Tracker and the Detect, "
-        "Redact and Finalize functions the workflow invokes, including calls on threads a handler starts "
-        f"(Finalize's result reads: {sum(s.get('handler_pool_calls', 0) for s in sizes):,} calls over the "
-        "sizes, which `bench.e2e`'s attribution files under sandbox machinery), and not the calls the sandbox's "
-        "IAM enforcement makes on a handler's thread through its own clients (a HeadObject before every "
-        "handler GetObject, to find the object's KMS key: "
-        f"{sum(s.get('internal_on_handler_threads', 0) for s in sizes):,} calls over the sizes, which "
-        "`bench.e2e` counts as the handler's). *State machine* calls are the "
-        "Task states' service integrations made by moto's ASL interpreter (lambda Invoke of each "
-        "function, the DynamoDB Mark* writes): AWS makes them on the pipeline's behalf and bills them as state "
-        "transitions, not as requests from our code. *Sandbox* calls are the emulator's own (log and metric "
-        "writes per invocation, execution-status polling, IAM checks) and do not exist in AWS. The uploads (one PutObject "
-        "per file) and the benchmark's reads are not counted.",
-        "",
-        *_table(
-            (
-                "files",
-                "runs (files each)",
-                "upload s",
-                "last terminal s",
-                "wall s",
-                "files/s",
-                "files/s to last terminal",
-                "handler calls/file",
-                "state machine calls/file",
-                "handler + state machine/file",
-                "sandbox calls/file",
-                "CPU s (CPU/wall)",
-                "ok",
-            ),
-            headline_rows(sizes),
-            "rrrrrrrrrrrrl",
-        ),
-        "",
-    ]
+    headline = (
+        "files", "runs (files each)", "upload s", "last terminal s", "wall s", "files/s", "files/s to last terminal",
+        "handler calls/file", "state machine calls/file", "handler + state machine/file", "sandbox calls/file",
+        "CPU s (CPU/wall)", "ok",
+    )
+    lines = [HEADING, "", *_stamp(results.get("meta", {}), sizes), *_table(headline, headline_rows(sizes), "rrrrrrrrrrrrl"), ""]
     mismatch = [
         s["files"]
         for s in sizes
-        if s.get("calls_direct_total") is not None
-        and s["calls_direct_total"] != sum(r["calls"] for r in s.get("calls", []))
+        if s.get("calls_direct_total") is not None and s["calls_direct_total"] != sum(r["calls"] for r in s.get("calls", []))
     ]
     if mismatch:
-        lines += [
-            "The `_make_api_call` cross-check disagreed with the event hook at "
-            + ", ".join(f"{f:,}" for f in mismatch)
-            + " files: some calls were not seen by the hook.",
-            "",
-        ]
+        at = ", ".join(f"{f:,}" for f in mismatch)
+        lines += [f"The `_make_api_call` cross-check disagreed with the event hook at {at} files: some calls were not seen by the hook.", ""]
     header = [f"{s['files']:,} files" for s in sizes]
+    operations = f"most frequent operations (per file at {sizes[-1]['files']:,} files)" if sizes else "operations"
     lines += [
         "### API calls per file, by who made them",
         "",
-        *_table(
-            (
-                "made by",
-                *header,
-                f"most frequent operations (per file at {sizes[-1]['files']:,} files)"
-                if sizes
-                else "operations",
-            ),
-            breakdown_rows(sizes),
-            "l" + "r" * len(sizes) + "l",
-        ),
+        *_table(("made by", *header, operations), breakdown_rows(sizes), "l" + "r" * len(sizes) + "l"),
         "",
         "### Where the CPU went (CPU seconds in the timed window, share)",
         "",
@@ -896,9 +799,9 @@ def render_section(results: Mapping[str, Any]) -> str:
         *_table(("function", *header), function_rows(sizes), "l" + "r" * len(sizes)),
         "",
     ]
-    bullets = findings(results)
-    if bullets:
-        lines += ["### What is slow, and why", "", *(f"- {b}" for b in bullets), ""]
+    rows = figures(results)
+    if rows:
+        lines += ["### Figures the analysis reads", "", *_table(("figure", "this run"), rows, "lr"), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -927,63 +830,24 @@ def spread_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 
 
 def render_spread_section(results: Mapping[str, Any]) -> str:
-    """The `folder-over-time` section of docs/PERFORMANCE.md (without its markers). Pure."""
-    meta = results.get("meta", {})
+    """The `folder-over-time` section of docs/PERFORMANCE.md (without its markers): tables only. Pure."""
     sizes = results.get("sizes", [])
-    load, load_end = meta.get("load_start"), meta.get("load_end")
-    params = next((s.get("parameters") for s in sizes if s.get("parameters")), {}) or {}
-    scale = next((s.get("time_scale") for s in sizes if s.get("time_scale")), None)
     settings = next((s.get("settings") for s in sizes if s.get("settings")), {}) or {}
     retry, settle = settings.get("capacity_retry_seconds"), settings.get("folder_settle_seconds")
+    waits = [("FolderSettleSeconds / capacity re-send delay, scaled", f"{_n(settle, 0)} s / {_n(max(1, retry), 0) if retry is not None else '-'} s")]
+    head = (
+        "files", "uploaded over s", "runs (files each)", "routed: started · re-sent · capacity waits", "records failed",
+        "last upload → last terminal s", "longest wait s", "wall s", "ok",
+    )
     lines = [
         SPREAD_HEADING,
         "",
-        f"Measured {meta.get('date', '?')} with `{meta.get('command', 'python -m bench.large_folder --spread')}` "
-        f"({_n(meta.get('duration_s'), 0)} s in all) on a shared machine: {meta.get('usable_cores', '?')} usable "
-        f"cores of {meta.get('cores', '?')}, load average {load[0] if load else '?'} at the start, "
-        f"{load_end[0] if load_end else '?'} at the end.",
+        *_stamp(results.get("meta", {}), sizes)[:-1],
+        *[f"| {name} | {value} |" for name, value in waits],
         "",
-        "**Method.** As the large-folder rows above (a fresh sandbox, AWS's size limits on, "
-        + (", ".join(f"{k} {v}" for k, v in params.items()) or "default parameters")
-        + ", MaxFilesPerRun 100, time scale "
-        + (f"{scale:g}" if scale else "?")
-        + "), but the folder's files are uploaded evenly over the time shown, so each run is still "
-        "filling when its message reaches the router (FolderSettleSeconds"
-        + (f", scaled: {_n(settle, 0)} s" if settle is not None else "")
-        + ", is far shorter than the upload). A file that joins a run between the router's read and its "
-        "admission refuses that admission (it is conditional on the files read). **Routed** counts the Router's log lines by outcome: started, "
-        "**re-sent** (the run kept changing: the message re-sent with the capacity wait's delay"
-        + (f", {_n(max(1, retry), 0)} s here" if retry is not None else "")
-        + ") and capacity waits. **Records failed** counts the Router's failed SQS records: each would come "
-        "back only after the main queue's visibility timeout (365 s on AWS). **Longest wait** is the longest "
-        "time no execution ran while a run that existed waited to start; **last upload → last terminal** "
-        "is how long the folder took once its last file was in.",
-        "",
-        *_table(
-            (
-                "files",
-                "uploaded over s",
-                "runs (files each)",
-                "routed: started · re-sent · capacity waits",
-                "records failed",
-                "last upload → last terminal s",
-                "longest wait s",
-                "wall s",
-                "ok",
-            ),
-            spread_rows(sizes),
-            "rrrlrrrrl",
-        ),
+        *_table(head, spread_rows(sizes), "rrrlrrrrl"),
         "",
     ]
-    resent = sum((s.get("router_outcomes") or {}).get("resent", 0) for s in sizes)
-    failed = sum(sum((s.get("router_failures") or {}).values()) for s in sizes)
-    if sizes and not failed:
-        lines += [
-            f"No Router record failed: {resent:,} time(s) a run kept changing through every look, and its "
-            "message came back after the short delay instead of the visibility timeout.",
-            "",
-        ]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -2,7 +2,7 @@
 
 The same four operations as an earlier reference measurement of moto 5.2.5 on 2 cores, plus the cost of building a
 boto3 client (moto's ASL interpreter builds one per Task state; the sandbox now reuses them,
-sandbox.moto_seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
+sandbox.seams). Each measurement runs a fixed number of operations on a fresh `mock_aws` and
 reports operations (or messages) per second.
 
 These are isolated operations, in units of their own: no ratio to the sandbox can be read from
@@ -24,16 +24,6 @@ REGION = "us-east-1"
 EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
 PASS_MACHINE = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
 ROLE = "arn:aws:iam::123456789012:role/bench"
-
-# That reference's in-process figures, for the side-by-side table.
-MOTO_MD_REFERENCE = {
-    "dynamodb_conditional_update": "~700/s",
-    "sqs_send_receive_delete": "~450/s",
-    "sqs_batches_of_10": "~950 msg/s",
-    "start_execution": "225-415/s",
-    "client_creation": "~4 ms",
-}
-
 
 @dataclass(frozen=True)
 class Measurement:
@@ -170,7 +160,6 @@ def run(repeats: int = 3, scale: float = 1.0) -> list[dict[str, Any]]:
                 "count": count,
                 "samples": samples,
                 "median": statistics.median(samples),
-                "reference": MOTO_MD_REFERENCE.get(measurement.key, ""),
             }
         )
     return results

@@ -5,6 +5,10 @@
     .venv/bin/python -m bench.reconcile --json r.json            # keep the raw results
     .venv/bin/python -m bench.reconcile --render r.json          # only re-render the section
 
+`measure()` is bench.goals' row: the items one reconcile pass reads, a count that carries over to
+AWS, at two table sizes (small ones, to keep the goals run short): its active runs and the
+semaphore item, whatever the history.
+
 Writes its own section of docs/PERFORMANCE.md (`<!-- bench:reconcile -->`, see bench.sections) and
 leaves the rest of the file, which `bench.e2e` renders, alone.
 
@@ -22,7 +26,7 @@ One run, one process, plain `mock_aws()` (no execute_state_machine: started exec
    active runs with a paginated Scan of the whole table filtered on status. Dry runs: the world
    stays as it is. Counted on the reconciler's own clients with botocore event hooks: API calls by
    service and operation, time spent in each, items read (ScannedCount of Query and Scan, the item
-   of GetItem) and returned, and read units estimated from item sizes (moto's ConsumedCapacity is
+   of GetItem, the items of BatchGetItem) and returned, and read units estimated from item sizes (moto's ConsumedCapacity is
    a constant placeholder).
 
 Every item is cloned from prototypes written through the real stores (`TrackingStore.create_run`,
@@ -49,11 +53,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.goal_row import GoalRow
 from monitors.reconcile.loop import Reconciler, reconcile
 from pipeline.config import SEMAPHORE_KEY, ReconcileSettings
 from pipeline.jobs import RunRef, execution_arn, execution_name, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus, empty_failed_files
 from pipeline.stores.audit import AuditStore
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -210,6 +216,13 @@ class CallMeter:
             sample.items_returned += 1 if item else 0
             sample.bytes_read += size
             sample.read_units += read_units(size, consistent=consistent)
+        elif model.name == "BatchGetItem":
+            items = [item for found in parsed.get("Responses", {}).values() for item in found]
+            size = sum(item_bytes(item) for item in items)
+            sample.items_read += len(items)
+            sample.items_returned += len(items)
+            sample.bytes_read += size
+            sample.read_units += sum(read_units(item_bytes(item), consistent=consistent) for item in items)
         elif model.name in ("Query", "Scan"):
             scanned = int(parsed.get("ScannedCount", 0))
             sample.items_read += scanned
@@ -490,7 +503,7 @@ class World:
             semaphore=Semaphore(COORDINATION_TABLE, ddb),
             executions=ExecutionsStore(sfn, self.state_machine_arn),
             tracking=tracking,
-            claims=tracking,
+            claims=ClaimsStore(TRACKING_TABLE, COORDINATION_TABLE, ddb),
             runs=runs,
             send=send,
             audit=AuditStore(COORDINATION_TABLE, ddb),
@@ -568,7 +581,7 @@ def measure_once(world: World, mode: str) -> Sample:
 EXPECTED_FINDINGS = Counter({"count_mismatch": 1, "leaked_slot": LEAKED_SLOTS})
 
 
-def measure(world: World, repeat: int, naive_budget_s: float) -> dict[str, Any]:
+def measure_passes(world: World, repeat: int, naive_budget_s: float) -> dict[str, Any]:
     """`repeat` passes of each mode, interleaved (a noisy neighbour hurts both alike). A naive pass
     after the first runs only if it should fit, at the last one's length, in `naive_budget_s`."""
     samples: dict[str, list[Sample]] = {mode: [] for mode in MODES}
@@ -601,6 +614,49 @@ def measure(world: World, repeat: int, naive_budget_s: float) -> dict[str, Any]:
             }
         )
     return {"rows": rows}
+
+
+# Sizes and active set of the goal row (`measure`): the reads must not grow from one to the other.
+GOAL_SIZES = (1_000, 10_000)
+GOAL_RUNNING = 40
+
+
+def items_read_budget(active_runs: int, queued_files: int) -> int:
+    """The most items a proper pass may read: every active run (the sparse index), the semaphore,
+    the claims of the files of overdue QUEUED runs and the stall check's two one-item queries."""
+    return active_runs + 1 + queued_files + 2
+
+
+def goal_row(first: Sample, last: Sample, world: World, sizes: Sequence[int]) -> GoalRow:
+    """The goal row from a pass at the smallest and one at the largest size. Pure."""
+    budget = items_read_budget(world.active_runs, world.queued * FILES_PER_RUN)
+    return GoalRow(
+        measure=f"reconcile pass: items read at {sizes[-1]:,} tracking records",
+        now=f"{last.items_read:,}",
+        goal=f"≤ {budget:,} (active runs, the semaphore, queued runs' claims), the same at every table size",
+        met=last.items_read <= budget and first.items_read == last.items_read,
+        detail=(
+            f"one dry pass as the Lambda builds it, {world.active_runs} active runs, {world.running} running "
+            f"executions, in-process moto; at {sizes[0]:,} records {first.items_read:,} items read, "
+            f"{sum(first.calls.values())} calls; at {sizes[-1]:,} {last.items_read:,} items, "
+            f"{sum(last.calls.values())} calls; `python -m bench.reconcile` for the timed comparison with a Scan"
+        ),
+    )
+
+
+def measure() -> list[GoalRow]:
+    """bench.goals' row (about a minute on 2 cores: loading the table is most of it)."""
+    from moto import mock_aws
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": REGION}.items():
+        os.environ.setdefault(name, value)
+    with mock_aws():
+        world = World(running=GOAL_RUNNING, queued=6, seed=7)
+        passes = []
+        for size in GOAL_SIZES:
+            world.grow(size)
+            passes.append(measure_once(world, "proper"))
+    return [goal_row(passes[0], passes[-1], world, GOAL_SIZES)]
 
 
 # --------------------------------------------------------------------------- the section (pure)
@@ -874,7 +930,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
             seconds = world.grow(size)
             results["meta"]["load_s"][str(size)] = round(seconds, 1)
             _progress(f"{world.runs:,} runs + {world.heads:,} heads in {seconds:.1f}s; measuring x{args.repeat}")
-            measured = measure(world, args.repeat, args.naive_budget)
+            measured = measure_passes(world, args.repeat, args.naive_budget)
             for row in measured["rows"]:
                 times = ", ".join(f"{s['ms']:.0f}" for s in row["samples"])
                 _progress(f"{size:,} {row['mode']}: {times} ms, items read {row['samples'][0]['items_read']:,}")

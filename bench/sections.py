@@ -1,18 +1,21 @@
-"""Sections of docs/PERFORMANCE.md that independent benchmarks own. Pure: text in, text out.
+"""Sections of docs/PERFORMANCE.md that the benchmarks own. Pure (text in, text out) but `write_section`.
 
-A benchmark that is not `bench.e2e` writes its part between two markers,
+Every benchmark writes its tables between two markers,
 
     <!-- bench:NAME -->
     ...
     <!-- /bench:NAME -->
 
-with `replace_section`, and leaves the rest of the file alone. `bench.e2e` renders the file whole,
-so it carries the sections of the file it replaces over with `keep_sections`.
+with `replace_section`, and leaves the rest of the file alone. Everything outside the markers (the
+title, how each bench measures, what the numbers mean) is written by hand: no generator writes
+there, so a rerun refreshes the numbers and keeps the analysis. When a rerun changes what a table
+shows, the prose beside it is for a person to reread.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _BLOCK = re.compile(r"<!-- bench:([A-Za-z0-9][A-Za-z0-9_.-]*) -->\n?.*?<!-- /bench:\1 -->", re.DOTALL)
@@ -55,17 +58,11 @@ def sections(text: str) -> dict[str, str]:
     return {match.group(1): match.group(0) for match in _BLOCK.finditer(text)}
 
 
-def keep_sections(old: str, new: str) -> str:
-    """`new`, plus every section of `old` that `new` lacks (appended, in their order in `old`).
-
-    A section `new` has too is left as `new` has it.
-    """
-    kept = new
-    present = sections(new)
-    for name, old_block in sections(old).items():
-        if name not in present:
-            kept = kept.rstrip("\n") + "\n\n" + old_block + "\n"
-    return kept
+def write_section(path: Path, name: str, body: str) -> None:
+    """Write section `name` of the file at `path` (created if missing), leaving the rest as it is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.write_text(replace_section(old, name, body), encoding="utf-8")
 
 
 def _check(name: str) -> None:

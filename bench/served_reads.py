@@ -1,5 +1,7 @@
 """The CLI against a served sandbox, as a user runs it: whole processes, a sandbox that has aged,
-and 100,000 run records with writes flowing (issue 19, item 1).
+and 100,000 run records with writes flowing (issue 19, item 1). Reported, not judged: every time
+here is the simulator's as much as the command's (the items a command reads are bench.status_scale's
+goal, and the simulator's speed is not one; see bench.goals).
 
     .venv/bin/python -m bench.served_reads                    # ~10 minutes on 2 busy cores
     .venv/bin/python -m bench.served_reads --records 20000 --repeat 2 --out /tmp/perf.md
@@ -51,9 +53,6 @@ from bench.sections import replace_section
 SECTION = "served-reads"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
 PIPEOPS = str(Path(sys.executable).with_name("pipeops"))
-RATIO_GOAL = 2.0
-SECONDS_GOAL = 1.5
-VERSION_GOAL = 0.3
 UPLOAD_EVERY = 2.0  # real seconds between uploaded files while traffic flows
 WRITE_EVERY = 0.1  # real seconds between writes to seeded records
 BATCH = 1000  # PutMetricData's limit
@@ -356,86 +355,74 @@ def run(repeat: int, observe: float, age_minutes: float, records: int, say: Call
 # --------------------------------------------------------------------------- report
 
 
-def goal_rows(results: Results) -> list[GoalRow]:
-    rows = []
+def rows(results: Results) -> list[GoalRow]:
+    """The reported rows (no goal: goal "-"). Pure."""
     assert results.version is not None
-    rows.append(GoalRow("`pipeops version`, whole process", f"{results.version.median:.2f} s",
-                        f"≤ {VERSION_GOAL} s", results.version.median <= VERSION_GOAL, results.version.text()))
+    found = [GoalRow("`pipeops version`, whole process", f"{results.version.median:.2f} s", "-", True, results.version.text())]
     for what in ("dashboard render", "status"):
         fresh, aged = results.fresh[what], results.aged[what]
-        ratio = aged.median / fresh.median
-        rows.append(GoalRow(
+        found.append(GoalRow(
             f"`pipeops {what}` on a sandbox aged {results.age_minutes:g} minutes vs fresh",
-            f"{ratio:.2f}x ({aged.median:.2f} s vs {fresh.median:.2f} s)", f"≤ {RATIO_GOAL:g}x", ratio <= RATIO_GOAL,
+            f"{aged.median / fresh.median:.2f}x ({aged.median:.2f} s vs {fresh.median:.2f} s)", "-", True,
             f"fresh {fresh.text()}; aged {aged.text()}",
         ))
     for what, timing in results.large.items():
-        rows.append(GoalRow(
+        found.append(GoalRow(
             f"`pipeops {what}` against a served sandbox with {results.records:,} records, writes flowing",
-            f"{timing.median:.2f} s (max {max(timing.seconds):.2f})", f"≤ {SECONDS_GOAL} s",
-            max(timing.seconds) <= SECONDS_GOAL, f"{timing.text()}; exit codes {timing.codes}",
+            f"{timing.median:.2f} s (max {max(timing.seconds):.2f})", "-", True, f"{timing.text()}; exit codes {timing.codes}",
         ))
-    return rows
+    return found
+
+
+def figures(results: Results) -> list[tuple[str, str]]:
+    """How the run went, as (figure, value): what the hand-written method beside the section refers to. Pure."""
+    return [
+        (
+            f"traffic observed (a file every {UPLOAD_EVERY:g} s): real seconds, datapoints",
+            f"{results.observed_seconds:.0f} s, {results.observed_datapoints:,}",
+        ),
+        ("datapoints loaded to age the metrics (PutMetricData seconds)", f"{results.loaded_datapoints:,} ({results.load_seconds:.0f} s)"),
+        ("run records written with BatchWriteItem (seconds)", f"{results.records:,} ({results.seed_seconds:.0f} s)"),
+        (f"writes to seeded records while timing (every {WRITE_EVERY:g} s); files uploaded in all", f"{results.writes:,}; {results.uploads}"),
+        ("the sandbox process idle for 10 s: share of a core, fresh / aged", f"{results.idle_fresh:.0%} / {results.idle_aged:.0%}"),
+        ("moto tracebacks in the sandbox's stderr", str(results.tracebacks)),
+    ]
+
+
+def cpu_rows(results: Results) -> list[tuple[str, str, str, str]]:
+    """(command, wall, the pipeops process's CPU, the sandbox's CPU meanwhile), medians, for the slow commands. Pure."""
+    timed = [(f"{what} at {results.records:,} records", t) for what, t in results.large.items()]
+    timed += [(f"{what}, aged", t) for what, t in results.aged.items()]
+    return [
+        (f"`pipeops {label}`", f"{t.median:.2f} s", f"{statistics.median(t.client_cpu):.2f} s", f"{statistics.median(t.server_cpu):.2f} s")
+        for label, t in timed
+        if t.client_cpu
+    ]
 
 
 def render(results: Results) -> str:
-    rows = goal_rows(results)
-    met = sum(row.met for row in rows)
+    """The `served-reads` section: tables only; how it is measured and what is slow are written by hand. Pure."""
     lines = [
         "## The CLI against a served sandbox: aged, and with 100,000 records",
         "",
         f"Measured by `python -m bench.served_reads` on {results.started_at} (load average at the start "
-        f"{results.load or '?'}; a shared 2-core machine): every time is a whole `pipeops` process, from spawn "
-        f"to exit, against `pipeops sandbox up` in another process. {met} of {len(rows)} goals met.",
+        f"{results.load or '?'}; a shared 2-core machine). Reported, not goals.",
         "",
-        "| measure | now | goal | met |",
-        "|---|---|---|:---:|",
-        *(f"| {row.measure} | {row.now} | {row.goal} | {'yes' if row.met else '**no**'} |" for row in rows),
+        "| measure | now |",
+        "|---|---|",
+        *(f"| {row.measure} | {row.now} |" for row in rows(results)),
         "",
-        "How it was measured:",
+        "| figure | this run |",
+        "|---|---|",
+        *(f"| {name} | {value} |" for name, value in figures(results)),
         "",
-        f"- Ageing: traffic (a file every {UPLOAD_EVERY:g} s) for {results.observed_seconds:.0f} real seconds gathered "
-        f"{results.observed_datapoints:,} datapoints; the same metrics were then loaded with "
-        f"{results.loaded_datapoints:,} more (PutMetricData in {results.load_seconds:.0f} s), the volume "
-        f"{results.age_minutes:g} real minutes of serving gather at that rate (the default time scale: 20 virtual "
-        "minutes a real minute), spread over those minutes, inside the render's 3-hour window. Only the metrics "
-        "were aged so; the executions, items and objects are those of the minutes actually served.",
-        f"- {results.records:,} run records written with BatchWriteItem in {results.seed_seconds:.0f} s; while "
-        f"timing, a writer updated a seeded record every {WRITE_EVERY:g} s ({results.writes:,} writes) and "
-        f"{results.uploads} files were uploaded in all.",
-        f"- The sandbox process idle (nothing asked of it, 10 s): {results.idle_fresh:.0%} of a core fresh, "
-        f"{results.idle_aged:.0%} aged (its schedules, pollers, alarm engine and metric publishers).",
-        f"- moto tracebacks in the sandbox's stderr over the whole run: {results.tracebacks}.",
-        "- Details: " + "; ".join(f"**{row.measure}**: {row.detail}" for row in rows),
+        "| command | wall | the pipeops process's CPU | the sandbox's CPU meanwhile |",
+        "|---|---:|---:|---:|",
+        *(f"| {' | '.join(row)} |" for row in cpu_rows(results)),
         "",
-        "What is slow:",
-        "",
-        *slow_points(results),
+        "Details: " + "; ".join(f"**{row.measure}**: {row.detail}" for row in rows(results)),
     ]
     return "\n".join(lines)
-
-
-def slow_points(results: Results) -> list[str]:
-    """Where the time of the slowest commands went, from the CPU both processes used."""
-    points = []
-    for label, timing in [(f"{what} at {results.records:,} records", t) for what, t in results.large.items()] + [
-        (f"{what}, aged", t) for what, t in results.aged.items()
-    ]:
-        if not timing.client_cpu:
-            continue
-        client, server = statistics.median(timing.client_cpu), statistics.median(timing.server_cpu)
-        points.append(
-            f"- `pipeops {label}`: {timing.median:.2f} s wall, of which the pipeops process's own CPU "
-            f"{client:.2f} s and the sandbox's CPU meanwhile {server:.2f} s (its answers plus the traffic "
-            "and writes flowing at the same time)."
-        )
-    points.append(
-        "- The pipeops process's own CPU is most of every command: Typer's parameter coercion imports pydantic "
-        "(~0.13 s), boto3 and the pipeline's modules are imported, and a boto3 client is made per call "
-        "(`Connection.client`: 14 for one `status`, ~0.26 s); the answers themselves are read from what each "
-        "query names (the sandbox's seams), and moto's response serializer is the largest server-side part left."
-    )
-    return points
 
 
 def load_results(saved: dict[str, Any]) -> Results:
@@ -449,7 +436,7 @@ def load_results(saved: dict[str, Any]) -> Results:
 
 
 def measure() -> list[GoalRow]:
-    return goal_rows(run(3, 60, 120, 100_000, lambda line: print(line, file=sys.stderr, flush=True)))
+    return rows(run(3, 60, 120, 100_000, lambda line: print(line, file=sys.stderr, flush=True)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -472,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
     args.out.write_text(replace_section(text, SECTION, body), encoding="utf-8")
     print(body)
-    return 0 if all(row.met for row in goal_rows(results)) else 1
+    return 0
 
 
 if __name__ == "__main__":

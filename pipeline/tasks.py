@@ -7,8 +7,9 @@ matching the contract in `pipeline/statemachine/build.py`. Per-file problems tha
 the file (empty, not UTF-8) are returned as outcomes, not raised: retrying cannot fix them.
 
 What a file's task hands back (`hand_back`) is a summary of at most `SUMMARY_MAX_BYTES`: the
-outcome and the entity counts, which the Map keeps, one per file in the order of `files`. A
-failure (its error, message and cause) or a summary that would be larger is stored in S3
+outcome and the entity counts (a list in `SUMMARY_ENTITY_ORDER`, so a file with all six types
+still fits), which the Map keeps, one per file in the order of `files`. A failure (its error,
+message and cause) or a summary that would be larger is stored in S3
 (`ArtifactStore.write_result`) and handed back as `{"outcome", "stored": true}`: so a run's state
 stays far below the 256 KiB state limit however its files fare, and the account (`account`)
 reads S3 only for those files. A file that went well costs no call beyond its own data.
@@ -22,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +42,7 @@ from pipeline.artifacts import (
 from pipeline.aws import error_code
 from pipeline.config import RedactionMode
 from pipeline.jobs import RunRef
-from pipeline.pii.types import PiiDetector
+from pipeline.pii.types import EntityType, PiiDetector
 from pipeline.status import FailedFileKind, FileOutcome, JobStatus
 from pipeline.stores.tracking import TrackingStore
 
@@ -52,6 +53,17 @@ MAX_MESSAGE_BYTES = 300
 # summaries keep the largest state under half of the 256 KiB limit
 # (tests/unit/test_run_size_limits.py has the arithmetic).
 SUMMARY_MAX_BYTES = 120
+# The order of the entity counts in a summary (`{"entities": [3, 0, 1]}`: 3 EMAIL, 1 SSN), so
+# that a file with every type fits SUMMARY_MAX_BYTES (`{"EMAIL": 3, ...}` with all six names is
+# ~170 bytes). Append only: a summary written by one deployment may be read by the next.
+SUMMARY_ENTITY_ORDER: tuple[str, ...] = (
+    EntityType.EMAIL,
+    EntityType.PHONE,
+    EntityType.SSN,
+    EntityType.CREDIT_DEBIT_NUMBER,
+    EntityType.IP_ADDRESS,
+    EntityType.INTERNATIONAL_BANK_ACCOUNT_NUMBER,
+)
 # Results read at once by the account: S3 answers each GET in ~10-20 ms; 100 files in well under
 # a second, far inside the function's timeout.
 READ_WORKERS = 8
@@ -124,18 +136,38 @@ def _summary_size(summary: Mapping[str, Any]) -> int:
     return len(json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def summary_counts(counts: Mapping[str, int]) -> list[int] | None:
+    """Entity counts as a summary holds them: a list in SUMMARY_ENTITY_ORDER without trailing
+    zeros. None when a type is not in the order: such a result is stored, never cut. Pure."""
+    if not set(counts) <= set(SUMMARY_ENTITY_ORDER):
+        return None
+    listed = [int(counts.get(entity_type, 0)) for entity_type in SUMMARY_ENTITY_ORDER]
+    while listed and not listed[-1]:
+        listed.pop()
+    return listed
+
+
+def counts_from_summary(entities: Sequence[int] | Mapping[str, int] | None) -> dict[str, int]:
+    """The entity counts of a summary's `entities`, back by type. A mapping (by type) is what a
+    deployment before SUMMARY_ENTITY_ORDER handed back, read as it is by a run across a deploy. Pure."""
+    if isinstance(entities, Mapping):
+        return {str(entity_type): int(n) for entity_type, n in entities.items()}
+    return {entity_type: int(n) for entity_type, n in zip(SUMMARY_ENTITY_ORDER, entities or (), strict=False) if n}
+
+
 def hand_back(event: Mapping[str, Any], artifacts: ArtifactStore, result: Mapping[str, Any]) -> dict[str, Any]:
     """What a per-file task hands back into its Map item: `{"outcome", "entities"?, "redacted"?,
     "replacements"?}` when it went well and is small; otherwise the result is stored in S3 and
     the item says only `{"outcome", "stored": true}` (and `redacted`), which the account reads."""
     small: dict[str, Any] = {"outcome": result["outcome"]}
-    if result.get("entity_counts"):
-        small["entities"] = dict(result["entity_counts"])
+    counts = summary_counts(result.get("entity_counts") or {})
+    if counts:
+        small["entities"] = counts
     if result.get("redacted"):
         small["redacted"] = True
     if result["phase"] == REDACT_PHASE and result.get("replacements"):
         small["replacements"] = int(result["replacements"])
-    if result["outcome"] != FileOutcome.FAILED and _summary_size(small) <= SUMMARY_MAX_BYTES:
+    if result["outcome"] != FileOutcome.FAILED and counts is not None and _summary_size(small) <= SUMMARY_MAX_BYTES:
         return small
     artifacts.write_result(event["execution_name"], result["phase"], dict(result))
     return {"outcome": result["outcome"], "stored": True} | ({"redacted": True} if result.get("redacted") else {})
@@ -315,7 +347,7 @@ def _missing(file_key: str, phase: str) -> dict[str, Any]:
 
 def _from_summary(file_key: str, phase: str, summary: Mapping[str, Any]) -> dict[str, Any]:
     result = {key: summary[key] for key in ("outcome", "redacted", "replacements") if key in summary}
-    return {"file_key": file_key, "phase": phase, "entity_counts": dict(summary.get("entities") or {})} | result
+    return {"file_key": file_key, "phase": phase, "entity_counts": counts_from_summary(summary.get("entities"))} | result
 
 
 def resolve_results(
@@ -350,6 +382,66 @@ def _redacted_in_one_pass(detection: Mapping[str, Any]) -> dict[str, Any]:
     return {"outcome": FileOutcome.REDACTED.value, "replacements": int(detection.get("replacements", sum(counts.values())))}
 
 
+@dataclass
+class _Tally:
+    """What the account adds up over a run's files, in file order."""
+
+    detect_failed: list[dict[str, str]] = field(default_factory=list)
+    redact_failed: list[dict[str, str]] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
+    entities: Counter[str] = field(default_factory=Counter)
+    redacted: int = 0
+    replacements: int = 0
+
+    def add_redaction(self, key: str, redaction: Mapping[str, Any]) -> None:
+        if redaction.get("outcome") == FileOutcome.REDACTED:
+            self.redacted += 1
+            self.replacements += int(redaction.get("replacements") or 0)
+        elif redaction.get("outcome") == FileOutcome.FAILED:
+            self.redact_failed.append(_failure(redaction))
+        else:  # detected (or empty) but not redacted: never silently skipped
+            self.redact_failed.append(
+                {"key": key, "error": NOT_REDACTED, "message": f"redaction ended {redaction.get('outcome')!r}"}
+            )
+
+
+def _redactions(
+    artifacts: ArtifactStore,
+    event: Mapping[str, Any],
+    handed_back: Sequence[tuple[str, Mapping[str, Any] | None]],
+    detections: Mapping[str, Mapping[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """The redaction Map's results of the files it redacted (not those redacted in one pass, nor
+    those whose detection failed)."""
+    paired = _paired([key for key, _ in handed_back], event.get("redactions"))
+    redacted_by_map = [
+        (key, redaction)
+        for key, redaction in paired
+        if not detections[key].get("redacted") and detections[key].get("outcome") != FileOutcome.FAILED
+    ]
+    return resolve_results(artifacts, event["execution_name"], REDACT_PHASE, redacted_by_map)
+
+
+def _tally(
+    files: Sequence[str],
+    detections: Mapping[str, Mapping[str, Any]],
+    redactions: Mapping[str, Mapping[str, Any]] | None,
+) -> _Tally:
+    """Every file's detection and (when `redactions` is given: the run is complete) redaction. Pure."""
+    tally = _Tally()
+    for key in files:
+        detection = detections[key]
+        tally.entities.update(detection.get("entity_counts") or {})
+        if detection.get("outcome") == FileOutcome.FAILED:
+            tally.detect_failed.append(_failure(detection))
+            continue
+        if detection.get("outcome") == FileOutcome.EMPTY:
+            tally.empty.append(key)
+        if redactions is not None:
+            tally.add_redaction(key, _redacted_in_one_pass(detection) if detection.get("redacted") else redactions[key])
+    return tally
+
+
 def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Tolerance) -> dict[str, Any]:
     """Account for every file of the run from what its tasks handed back; decide the tolerance.
 
@@ -363,70 +455,32 @@ def account(event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Toler
     handed_back = _detections(event)
     files: list[str] = list(dict.fromkeys(key for key, _ in handed_back))
     detections = resolve_results(artifacts, execution_name, DETECT_PHASE, handed_back)
-    redactions: dict[str, dict[str, Any]] = {}
-    if phase == "complete":
-        redactions = resolve_results(
-            artifacts,
-            execution_name,
-            REDACT_PHASE,
-            [
-                (key, redaction)
-                for key, redaction in _paired([key for key, _ in handed_back], event.get("redactions"))
-                if not detections[key].get("redacted") and detections[key].get("outcome") != FileOutcome.FAILED
-            ],
-        )
-    detect_failed: list[dict[str, str]] = []
-    redact_failed: list[dict[str, str]] = []
-    empty: list[str] = []
-    entities: Counter[str] = Counter()
-    redacted = replacements = 0
-    for key in files:
-        detection = detections[key]
-        entities.update(detection.get("entity_counts") or {})
-        if detection.get("outcome") == FileOutcome.FAILED:
-            detect_failed.append(_failure(detection))
-            continue
-        if detection.get("outcome") == FileOutcome.EMPTY:
-            empty.append(key)
-        if phase != "complete":
-            continue
-        redaction = _redacted_in_one_pass(detection) if detection.get("redacted") else redactions[key]
-        if redaction.get("outcome") == FileOutcome.REDACTED:
-            redacted += 1
-            replacements += int(redaction.get("replacements") or 0)
-        elif redaction.get("outcome") == FileOutcome.FAILED:
-            redact_failed.append(_failure(redaction))
-        else:  # detected (or empty) but not redacted: never silently skipped
-            redact_failed.append(
-                {"key": key, "error": NOT_REDACTED, "message": f"redaction ended {redaction.get('outcome')!r}"}
-            )
+    redactions = _redactions(artifacts, event, handed_back, detections) if phase == "complete" else None
+    tally = _tally(files, detections, redactions)
     unsupported = sorted(set(event.get("unsupported") or ()))
-    failed_files = {
-        FailedFileKind.DETECT.value: detect_failed,
-        FailedFileKind.REDACT.value: redact_failed,
-        FailedFileKind.UNSUPPORTED.value: unsupported,
-        FailedFileKind.EMPTY.value: sorted(empty),
-    }
-    total = len(files)
-    failed = len(detect_failed) + len(redact_failed)
-    redaction_results = {
-        "files_total": total,
-        "files_redacted": redacted,
-        "files_failed": failed,
-        "files_empty": len(empty),
-        "files_unsupported": len(unsupported),
-        "replacements": replacements,
-        "entities_by_type": dict(sorted(entities.items())),
-    }
+    total, failed = len(files), len(tally.detect_failed) + len(tally.redact_failed)
     return {
         "phase": phase,
-        "failed_files": failed_files,
-        "redaction_results": redaction_results,
+        "failed_files": {
+            FailedFileKind.DETECT.value: tally.detect_failed,
+            FailedFileKind.REDACT.value: tally.redact_failed,
+            FailedFileKind.UNSUPPORTED.value: unsupported,
+            FailedFileKind.EMPTY.value: sorted(tally.empty),
+        },
+        "redaction_results": {
+            "files_total": total,
+            "files_redacted": tally.redacted,
+            "files_failed": failed,
+            "files_empty": len(tally.empty),
+            "files_unsupported": len(unsupported),
+            "replacements": tally.replacements,
+            "entities_by_type": dict(sorted(tally.entities.items())),
+        },
         "results_s3_prefix": results_prefix(execution_name),
         "check": {
             "within_tolerance": tolerance.allows(failed, total),
             "failed_share": round(failed / total, 4) if total else 0.0,
-            "counts": {"files": total, "failed": failed, "entities": sum(entities.values())},
+            "counts": {"files": total, "failed": failed, "entities": sum(tally.entities.values())},
         },
     }
 

@@ -91,7 +91,9 @@ from alarms.evaluate import (
     watched_metric,
 )
 from alarms.live import shorten
+from sandbox.background import Periodic
 from sandbox.clock import TimeScale
+from sandbox.seams import composite_alarms
 
 LOG = logging.getLogger("sandbox.alarm_engine")
 
@@ -114,7 +116,6 @@ __all__ = [
     "Transition",
     "datum_samples",
     "evaluate_alarm_rule",
-    "install_composite_alarm_api",
     "parse_alarm_rule",
     "rule_alarm_names",
     "to_real",
@@ -482,31 +483,6 @@ def alarm_description(alarm: Any) -> dict[str, Any]:
     return {key: value for key, value in view.items() if value is not None}
 
 
-# --------------------------------------------------------------------------- moto seam
-
-
-def install_composite_alarm_api() -> bool:
-    """Give moto's CloudWatch the PutCompositeAlarm action it lacks (idempotent; returns True).
-
-    moto 5.2 already models composite alarms -- its PutMetricAlarm handler reads `AlarmRule`,
-    stores it on the alarm, and DescribeAlarms lists such alarms under CompositeAlarms; only the
-    action is missing (NotImplementedError). Routing PutCompositeAlarm to that handler makes the
-    API work in-process and served. A moto that implements it itself is left untouched.
-    """
-    from moto.cloudwatch.responses import CloudWatchResponse
-
-    existing = getattr(CloudWatchResponse, "put_composite_alarm", None)
-    if existing is not None:
-        return True
-
-    def put_composite_alarm(self: Any) -> Any:
-        return CloudWatchResponse.put_metric_alarm(self)
-
-    put_composite_alarm.__pipeops_seam__ = True  # type: ignore[attr-defined]
-    CloudWatchResponse.put_composite_alarm = put_composite_alarm  # type: ignore[attr-defined]
-    return True
-
-
 # --------------------------------------------------------------------------- notifications
 
 
@@ -579,7 +555,7 @@ class _Child:
 # --------------------------------------------------------------------------- the engine
 
 
-class AlarmEngine:
+class AlarmEngine(Periodic):
     """Evaluates moto's alarms every `interval` real seconds (default: one virtual minute).
 
     `clock` returns the real now (tests inject one); `origin` is where virtual and real time
@@ -603,11 +579,16 @@ class AlarmEngine:
     ) -> None:
         from moto.core import DEFAULT_ACCOUNT_ID
 
-        install_composite_alarm_api()  # the engine evaluates composites: let them be created
+        composite_alarms.install()  # the engine evaluates composites: let them be created
         self.region = region
         self.account_id = account_id or DEFAULT_ACCOUNT_ID
         self.time_scale = time_scale or TimeScale(1.0)
-        self.interval = self.time_scale.scale(VIRTUAL_MINUTE) if interval is None else float(interval)
+        super().__init__(
+            "sandbox-alarm-engine",
+            self.time_scale.scale(VIRTUAL_MINUTE) if interval is None else float(interval),
+            LOG,
+            "alarm evaluation pass failed",
+        )
         self.clock = clock or (lambda: datetime.now(UTC))
         self.origin = _utc(origin or self.clock())
         self.transitions: deque[Transition] = deque(maxlen=history)  # newest last
@@ -616,33 +597,11 @@ class AlarmEngine:
         self._indexes: dict[str, _MetricIndex] = {}  # account -> its datapoints by metric
         self._judged: dict[str, tuple[Any, ...]] = {}  # alarm -> what its last verdict depended on
         self._pass_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> AlarmEngine:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sandbox-alarm-engine", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.evaluate_now()
-            except Exception:  # never let the engine die, never raise out of the thread
-                LOG.warning("alarm evaluation pass failed", exc_info=True)
+    def tick(self) -> object:
+        return self.evaluate_now()
 
     # -- one pass -----------------------------------------------------------------------------
 

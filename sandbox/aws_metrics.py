@@ -52,6 +52,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sandbox import emf, status_events
+from sandbox.background import BackgroundThread
 from sandbox.runtime import InvocationRecord, LambdaRuntime
 
 LOG = logging.getLogger("sandbox.aws_metrics")
@@ -127,7 +128,7 @@ def execution_metrics(event: dict[str, Any], seen_at: dt.datetime | None = None)
     return data
 
 
-class AwsMetricsPublisher:
+class AwsMetricsPublisher(BackgroundThread):
     """Publishes AWS/Lambda and AWS/States metrics for the runtime's invocations and the watcher's
     execution status changes. `start()` attaches the listeners and the publishing thread."""
 
@@ -143,6 +144,7 @@ class AwsMetricsPublisher:
     ) -> None:
         from moto.core import DEFAULT_ACCOUNT_ID
 
+        super().__init__("sandbox-aws-metrics")
         self.runtime = runtime
         self.region = region
         self.account_id = account_id or DEFAULT_ACCOUNT_ID
@@ -160,7 +162,6 @@ class AwsMetricsPublisher:
         self._failed_calls = 0
         self._dropped = 0
         self._open = False
-        self._thread: threading.Thread | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -168,33 +169,25 @@ class AwsMetricsPublisher:
         if self._thread is not None:
             return self
         self._open = True
-        self._thread = threading.Thread(target=self._run, name="sandbox-aws-metrics", daemon=True)
-        self._thread.start()
+        super().start()
         if self.runtime is not None:
             self.runtime.add_listener(self)
         if self.watch_executions:
             status_events.add_status_listener(self.execution_status_changed)
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0) -> bool:
         """Detach, send what is queued (within `timeout`), and end the thread."""
         if self.runtime is not None:
             self.runtime.remove_listener(self)
         status_events.remove_status_listener(self.execution_status_changed)
         self._open = False
-        thread, self._thread = self._thread, None
-        if thread is not None:
+        return super().stop(timeout)
+
+    def _interrupt(self) -> None:
+        if self._thread is not None:  # send what is queued, then end
             self._queue.put(_STOP)
             self._hurry.set()
-            thread.join(timeout)
-            if thread.is_alive():
-                LOG.warning("AWS metrics publisher still sending after %.1f s (daemon, left behind)", timeout)
-
-    def __enter__(self) -> AwsMetricsPublisher:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Block until every datum queued before this call is sent (or given up); False on timeout."""

@@ -36,6 +36,7 @@ import logging
 import math
 import re
 import threading
+import tomllib
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,12 +47,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pipeline.stack import DEFAULT_STACK_NAME
 from sandbox import lambda_logging
-from sandbox.clients import sandbox_client
+from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
 from sandbox.template import transform
-from stack.template import TEMPLATE_PATH, load_template
+from stack.template import PROJECT_ROOT, TEMPLATE_PATH, load_template
 
 LOG = logging.getLogger("sandbox.deploy")
 
@@ -86,8 +86,15 @@ class Deployment:
     corrections: tuple[str, ...] = ()
 
 
+def samconfig_stack_name() -> str:
+    """The stack name `sam deploy` uses for this project (samconfig.toml, beside the template):
+    the sandbox's default, so local and deployed resources carry the same names."""
+    config = tomllib.loads((PROJECT_ROOT / "samconfig.toml").read_text(encoding="utf-8"))
+    return str(config["default"]["global"]["parameters"]["stack_name"])
+
+
 def deploy(
-    stack_name: str = DEFAULT_STACK_NAME,
+    stack_name: str | None = None,
     *,
     parameters: Mapping[str, str] | None = None,
     region: str = "us-east-1",
@@ -98,16 +105,18 @@ def deploy(
 ) -> Deployment:
     """Create stack `stack_name` from `template_path` in moto and correct what moto gets wrong.
 
-    `parameters` override template defaults. `time_scale` shortens the waits written in the state
-    machine definition (see `scale_definition`). Raises DeployError.
+    `stack_name` defaults to the one `sam deploy` uses. `parameters` override template defaults.
+    `time_scale` shortens the waits written in the state machine definition (see
+    `scale_definition`). Raises DeployError.
     """
+    stack_name = stack_name or samconfig_stack_name()
     # The SAM translator warns about "unpublished metrics" it never needs to publish here.
     logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
     overrides = {key: _parameter_string(value) for key, value in (parameters or {}).items()}
     source = load_template(template_path)
     _validate_parameters(source.get("Parameters", {}), overrides)
     template = transform(source, region, parameters=overrides, base_dir=Path(template_path).resolve().parent)
-    aws = _Aws(region, endpoint_url)
+    aws = ClientCache(region, endpoint_url)
     _ensure_code_artifacts(aws, template)
     stack = _create_stack(aws, stack_name, template, overrides)
     try:
@@ -118,7 +127,7 @@ def deploy(
 
 def stack_outputs(stack_name: str, *, region: str, endpoint_url: str | None = None) -> dict[str, str]:
     """A stack's Outputs, read exactly as from AWS (the CLI uses it against both)."""
-    stack = _describe_stack(_Aws(region, endpoint_url), stack_name)
+    stack = _describe_stack(ClientCache(region, endpoint_url), stack_name)
     return {output["OutputKey"]: output["OutputValue"] for output in stack.get("Outputs", [])}
 
 
@@ -203,21 +212,6 @@ def _machines(machine: dict[str, Any]) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------- boto3 plumbing
 
 
-class _Aws:
-    """boto3 clients for one region and endpoint, made once each."""
-
-    def __init__(self, region: str, endpoint_url: str | None) -> None:
-        self.region = region
-        self.endpoint_url = endpoint_url
-        self._clients: dict[str, Any] = {}
-
-    def client(self, service: str) -> Any:
-        client = self._clients.get(service)
-        if client is None:
-            client = self._clients[service] = sandbox_client(service, self.region, self.endpoint_url)
-        return client
-
-
 def _parameter_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -255,7 +249,7 @@ def _validate_parameters(declared: Mapping[str, Any], overrides: Mapping[str, st
             raise DeployError(f"Parameter {name}={value!r}: {spec.get('ConstraintDescription') or problem}")
 
 
-def _ensure_code_artifacts(aws: _Aws, template: Mapping[str, Any]) -> None:
+def _ensure_code_artifacts(aws: ClientCache, template: Mapping[str, Any]) -> None:
     """moto's CloudFormation fetches each function's `Code.S3Bucket/S3Key` and fails the stack when
     it is missing. The sandbox runtime imports handlers from the source tree, so a placeholder zip
     is all the packaged CodeUri needs (created once per moto, shared by stacks)."""
@@ -317,7 +311,7 @@ def _client_error(exc: ClientError | BotoCoreError) -> str:
 
 
 def _create_stack(
-    aws: _Aws, stack_name: str, template: Mapping[str, Any], overrides: Mapping[str, str]
+    aws: ClientCache, stack_name: str, template: Mapping[str, Any], overrides: Mapping[str, str]
 ) -> dict[str, Any]:
     body = json.dumps(template, separators=(",", ":"))
     with _quiet_moto():
@@ -338,7 +332,7 @@ def _create_stack(
     return stack
 
 
-def _describe_stack(aws: _Aws, stack_name: str) -> dict[str, Any]:
+def _describe_stack(aws: ClientCache, stack_name: str) -> dict[str, Any]:
     try:
         return aws.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
     except ClientError as exc:
@@ -450,7 +444,7 @@ class _Resolver:
 class _Stack:
     """The created stack: its resources, their attributes (read from moto, cached), a resolver."""
 
-    def __init__(self, aws: _Aws, stack: Mapping[str, Any], template: Mapping[str, Any]) -> None:
+    def __init__(self, aws: ClientCache, stack: Mapping[str, Any], template: Mapping[str, Any]) -> None:
         self.aws = aws
         self.name: str = stack["StackName"]
         self.template = template
@@ -558,7 +552,7 @@ class _Stack:
 
 
 def _correct_moto(
-    aws: _Aws, created: Mapping[str, Any], template: Mapping[str, Any], time_scale: TimeScale, min_timeout_seconds: float = 0
+    aws: ClientCache, created: Mapping[str, Any], template: Mapping[str, Any], time_scale: TimeScale, min_timeout_seconds: float = 0
 ) -> Deployment:
     """THE one place where the sandbox corrects what moto's CloudFormation creates wrong or skips.
 
@@ -867,16 +861,6 @@ def _camel(key: str) -> str:
 
 
 COMPOSITE_ALARM_TYPE = "AWS::CloudWatch::CompositeAlarm"
-_SKIPPED_TYPES_CREATED = frozenset(
-    {
-        "AWS::SQS::QueuePolicy",
-        "AWS::CloudWatch::Alarm",
-        COMPOSITE_ALARM_TYPE,
-        "AWS::SNS::Subscription",
-        "AWS::Logs::MetricFilter",
-        "AWS::Lambda::EventInvokeConfig",
-    }
-)
 _SKIPPED_TYPES_LEFT_OUT = {
     # moto evaluates a bucket policy on object requests, and a statement whose Condition does not
     # hold answers DENIED whatever its Effect: the template's "Deny unless aws:SecureTransport"
@@ -942,7 +926,6 @@ def _creation_order(stack: _Stack) -> list[str]:
 
 
 def _create_skipped_resources(stack: _Stack) -> None:
-    aws = stack.aws
     for logical in _creation_order(stack):
         if logical in stack.physical or not stack.exists(logical):
             continue
@@ -950,82 +933,107 @@ def _create_skipped_resources(stack: _Stack) -> None:
         if resource_type in _SKIPPED_TYPES_LEFT_OUT:
             stack.skipped[logical] = _SKIPPED_TYPES_LEFT_OUT[resource_type]
             continue
-        if resource_type not in _SKIPPED_TYPES_CREATED:
+        create = _SKIPPED_TYPE_CREATORS.get(resource_type)
+        if create is None:
             stack.skipped[logical] = f"moto's CloudFormation does not create {resource_type}"
             continue
-        props = stack.properties(logical)
-        if resource_type == "AWS::SQS::QueuePolicy":
-            for queue_url in props["Queues"]:
-                aws.client("sqs").set_queue_attributes(
-                    QueueUrl=queue_url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
-                )
-            physical = _generated_name(stack, logical)
-        elif resource_type == "AWS::CloudWatch::Alarm":
-            props.setdefault("AlarmName", _generated_name(stack, logical))
-            # CloudFormation converts strings (e.g. a Ref to a Number parameter) by the schema.
-            for key, kind in _ALARM_TYPES.items():
-                if isinstance(props.get(key), str):
-                    props[key] = props[key].lower() == "true" if kind is bool else kind(props[key])
-            aws.client("cloudwatch").put_metric_alarm(**props)
-            physical = props["AlarmName"]
-        elif resource_type == COMPOSITE_ALARM_TYPE:
-            # moto has no PutCompositeAlarm; the seam routes it to its alarm store, where the
-            # sandbox's alarm engine (sandbox.alarm_engine) evaluates the rule like any alarm.
-            from sandbox.alarm_engine import install_composite_alarm_api
-
-            install_composite_alarm_api()
-            props.setdefault("AlarmName", _generated_name(stack, logical))
-            if isinstance(props.get("ActionsEnabled"), str):
-                props["ActionsEnabled"] = props["ActionsEnabled"].lower() == "true"
-            for key in _COMPOSITE_NOT_MODELLED:
-                if props.pop(key, None) is not None:
-                    stack.skipped[f"{logical}.{key}"] = "not modelled by the sandbox's alarm engine"
-            aws.client("cloudwatch").put_composite_alarm(**props)
-            physical = props["AlarmName"]
-        elif resource_type == "AWS::SNS::Subscription":
-            attributes = {
-                key: _parameter_string(props[key]) for key in _SUBSCRIPTION_ATTRIBUTES if key in props
-            }
-            for key in _SUBSCRIPTION_JSON_ATTRIBUTES:
-                if key in props:
-                    value = props[key]
-                    attributes[key] = value if isinstance(value, str) else json.dumps(value)
-            for key in sorted(set(props) - {"TopicArn", "Protocol", "Endpoint", *attributes}):
-                stack.skipped[f"{logical}.{key}"] = "not applied by the sandbox"
-            physical = aws.client("sns").subscribe(
-                TopicArn=props["TopicArn"],
-                Protocol=props["Protocol"],
-                Endpoint=props["Endpoint"],
-                Attributes=attributes,
-                ReturnSubscriptionArn=True,
-            )["SubscriptionArn"]
-        elif resource_type == "AWS::Lambda::EventInvokeConfig":
-            # Without it an async invocation's failure (a tracker or ingest error) never reaches
-            # its OnFailure destination: the sandbox's event bus reads it from the function.
-            config: dict[str, Any] = {"FunctionName": props["FunctionName"]}
-            for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
-                if key in props:
-                    config[key] = int(props[key])
-            if props.get("DestinationConfig"):
-                config["DestinationConfig"] = props["DestinationConfig"]
-            aws.client("lambda").put_function_event_invoke_config(**config)
-            physical = _generated_name(stack, logical)
-        else:  # AWS::Logs::MetricFilter
-            physical = props.get("FilterName") or _generated_name(stack, logical)
-            transformations = []
-            for item in props["MetricTransformations"]:
-                converted = {_camel(k): v for k, v in item.items() if k != "Dimensions"}
-                if item.get("Dimensions"):
-                    converted["dimensions"] = {d["Key"]: d["Value"] for d in item["Dimensions"]}
-                transformations.append(converted)
-            aws.client("logs").put_metric_filter(
-                logGroupName=props["LogGroupName"],
-                filterName=physical,
-                filterPattern=props.get("FilterPattern", ""),
-                metricTransformations=transformations,
-            )
-        stack.physical[logical] = physical
+        stack.physical[logical] = create(stack, logical, stack.properties(logical))
         stack.corrections.append(f"{logical}: created {resource_type} (moto skips it)")
+
+
+def _create_queue_policy(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    for queue_url in props["Queues"]:
+        stack.aws.client("sqs").set_queue_attributes(
+            QueueUrl=queue_url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
+        )
+    return _generated_name(stack, logical)
+
+
+def _create_alarm(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    props.setdefault("AlarmName", _generated_name(stack, logical))
+    # CloudFormation converts strings (e.g. a Ref to a Number parameter) by the schema.
+    for key, kind in _ALARM_TYPES.items():
+        if isinstance(props.get(key), str):
+            props[key] = props[key].lower() == "true" if kind is bool else kind(props[key])
+    stack.aws.client("cloudwatch").put_metric_alarm(**props)
+    return str(props["AlarmName"])
+
+
+def _create_composite_alarm(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    # moto has no PutCompositeAlarm; the seam routes it to its alarm store, where the
+    # sandbox's alarm engine (sandbox.alarm_engine) evaluates the rule like any alarm.
+    from sandbox.seams import composite_alarms
+
+    composite_alarms.install()
+    props.setdefault("AlarmName", _generated_name(stack, logical))
+    if isinstance(props.get("ActionsEnabled"), str):
+        props["ActionsEnabled"] = props["ActionsEnabled"].lower() == "true"
+    for key in _COMPOSITE_NOT_MODELLED:
+        if props.pop(key, None) is not None:
+            stack.skipped[f"{logical}.{key}"] = "not modelled by the sandbox's alarm engine"
+    stack.aws.client("cloudwatch").put_composite_alarm(**props)
+    return str(props["AlarmName"])
+
+
+def _create_subscription(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    attributes = {key: _parameter_string(props[key]) for key in _SUBSCRIPTION_ATTRIBUTES if key in props}
+    for key in _SUBSCRIPTION_JSON_ATTRIBUTES:
+        if key in props:
+            value = props[key]
+            attributes[key] = value if isinstance(value, str) else json.dumps(value)
+    for key in sorted(set(props) - {"TopicArn", "Protocol", "Endpoint", *attributes}):
+        stack.skipped[f"{logical}.{key}"] = "not applied by the sandbox"
+    return str(
+        stack.aws.client("sns").subscribe(
+            TopicArn=props["TopicArn"],
+            Protocol=props["Protocol"],
+            Endpoint=props["Endpoint"],
+            Attributes=attributes,
+            ReturnSubscriptionArn=True,
+        )["SubscriptionArn"]
+    )
+
+
+def _create_event_invoke_config(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    # Without it an async invocation's failure (a tracker or ingest error) never reaches
+    # its OnFailure destination: the sandbox's event bus reads it from the function.
+    config: dict[str, Any] = {"FunctionName": props["FunctionName"]}
+    for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
+        if key in props:
+            config[key] = int(props[key])
+    if props.get("DestinationConfig"):
+        config["DestinationConfig"] = props["DestinationConfig"]
+    stack.aws.client("lambda").put_function_event_invoke_config(**config)
+    return _generated_name(stack, logical)
+
+
+def _create_metric_filter(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    physical = str(props.get("FilterName") or _generated_name(stack, logical))
+    transformations = []
+    for item in props["MetricTransformations"]:
+        converted = {_camel(k): v for k, v in item.items() if k != "Dimensions"}
+        if item.get("Dimensions"):
+            converted["dimensions"] = {d["Key"]: d["Value"] for d in item["Dimensions"]}
+        transformations.append(converted)
+    stack.aws.client("logs").put_metric_filter(
+        logGroupName=props["LogGroupName"],
+        filterName=physical,
+        filterPattern=props.get("FilterPattern", ""),
+        metricTransformations=transformations,
+    )
+    return physical
+
+
+# The types moto's CloudFormation skips that the sandbox creates itself: how, by type. Each creator
+# returns the physical id and may note in `stack.skipped` the properties it does not apply.
+_SKIPPED_TYPE_CREATORS: dict[str, Callable[[_Stack, str, dict[str, Any]], str]] = {
+    "AWS::SQS::QueuePolicy": _create_queue_policy,
+    "AWS::CloudWatch::Alarm": _create_alarm,
+    COMPOSITE_ALARM_TYPE: _create_composite_alarm,
+    "AWS::SNS::Subscription": _create_subscription,
+    "AWS::Lambda::EventInvokeConfig": _create_event_invoke_config,
+    "AWS::Logs::MetricFilter": _create_metric_filter,
+}
 
 
 def _check_dashboards(stack: _Stack) -> None:
@@ -1042,7 +1050,7 @@ def _check_dashboards(stack: _Stack) -> None:
 
 # Kinds whose physical names CloudFormation generates as <stack>-<logical id>-<suffix> (buckets in
 # lower case), and how to list what exists of each kind in moto.
-_NAMED_KINDS: dict[str, Callable[[_Aws], list[str]]] = {
+_NAMED_KINDS: dict[str, Callable[[ClientCache], list[str]]] = {
     "AWS::S3::Bucket": lambda aws: [b["Name"] for b in aws.client("s3").list_buckets()["Buckets"]],
     "AWS::DynamoDB::Table": lambda aws: [
         name

@@ -15,7 +15,7 @@ What moto 5.2.5 does (pinned by tests/sandbox/test_eventbus.py):
   Lambda target) is swallowed, silently skipping the remaining rules.
 - No "Step Functions Execution Status Change" events, no schedules.
 
-The two seams, patched in `_install` and nowhere else (restored by `stop()`):
+The two seams (`sandbox.seams.eventbridge_routes`, attached by `start()`, detached by `stop()`):
 1. `Rule.send_to_targets` -> `EventBus._route`: skips DISABLED rules and schedule-only rules
    (AWS behaviour), matches with moto's own `EventPattern`, hands Lambda targets to the delivery
    workers, and passes every other target to moto's original method, one at a time, on a copy of
@@ -81,9 +81,11 @@ from typing import Any, Literal
 from urllib.parse import quote_plus
 
 from sandbox import schedules, status_events
-from sandbox.clients import sandbox_client
+from sandbox.background import BackgroundThread
+from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
 from sandbox.runtime import InvokeResult, LambdaRuntime
+from sandbox.seams import eventbridge_routes
 
 LOG = logging.getLogger("sandbox.eventbus")
 
@@ -114,9 +116,6 @@ STAT_KEYS = (
     "dropped",  # given up with nowhere to send, or the dead-letter send failed
 )
 
-_ORIGINALS: dict[str, Any] = {}
-_INSTALL_LOCK = threading.Lock()
-_ACTIVE: EventBus | None = None
 _STOP = object()
 _ENABLED_STATES = ("ENABLED", "ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS")
 
@@ -285,7 +284,7 @@ def _error_message(result: InvokeResult) -> str:
     return str(result.raw)[:2000]
 
 
-class EventBus:
+class EventBus(BackgroundThread):
     """EventBridge for the sandbox. Use as a context manager, or `start()` / `stop()`.
 
     `runtime`: the installed `LambdaRuntime` that runs Lambda targets. `region`, `endpoint_url`
@@ -327,6 +326,7 @@ class EventBus:
         self.handler_errors: HandlerErrors = handler_errors
         self._n_workers = max(1, workers)
 
+        super().__init__("sandbox-eventbus-timer")  # the thread of retries and schedules
         self._lock = threading.RLock()
         self._idle_cond = threading.Condition(self._lock)
         self._pending = 0
@@ -339,15 +339,12 @@ class EventBus:
         self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_SIZE)
 
         self._lanes: dict[tuple[str, str, str], _Lane] = {}
-        self._threads: list[threading.Thread] = []
         self._timer_cond = threading.Condition()
         self._retry_heap: list[tuple[float, int, _Delivery]] = []
         self._seq = itertools.count()
         self._schedules = schedules.ScheduleTable(self.time_scale)
-        self._stopping = threading.Event()
         self._started = False
-        self._clients: dict[str, Any] = {}
-        self._clients_lock = threading.Lock()
+        self._clients = ClientCache(region, endpoint_url)
         self._queue_urls: dict[str, str] = {}
         self._warned: set[str] = set()
         self._watcher = (
@@ -370,10 +367,10 @@ class EventBus:
         # The started flag first: once the seams are installed, an S3 event may arrive on another
         # thread at once, and it must find somewhere to go (its lane starts on demand).
         self._lanes = {}
-        self._stopping.clear()
+        self._stop.clear()
         self._started = True
         try:
-            _install(self)
+            eventbridge_routes.SEAM.attach(self)
         except BaseException:
             self._started = False
             raise
@@ -382,18 +379,18 @@ class EventBus:
                 self._watcher.baseline()
             except Exception:
                 LOG.warning("could not take the Step Functions baseline", exc_info=True)
-        self._threads = [threading.Thread(target=self._timer, name="sandbox-eventbus-timer", daemon=True)]
-        self._threads[0].start()
+        super().start()
         if self._watcher is not None:
             self._watcher.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the threads (queued deliveries are abandoned) and restore moto's methods."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the threads (queued deliveries are abandoned) and restore moto's methods; True
+        when every thread has ended."""
         if not self._started:
-            return
+            return True
         deadline = time.monotonic() + timeout
-        self._stopping.set()
+        self._stop.set()
         if self._watcher is not None:
             self._watcher.stop(max(0.0, deadline - time.monotonic()))
         with self._lock:
@@ -401,12 +398,11 @@ class EventBus:
         for lane in lanes:
             for q in lane.queues:
                 q.put(_STOP)
-        with self._timer_cond:
-            self._timer_cond.notify_all()
-        threads = [*self._threads, *(t for lane in lanes for t in lane.threads)]
+        ended = super().stop(max(0.0, deadline - time.monotonic()))
+        threads = [t for lane in lanes for t in lane.threads]
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
+        alive = [t.name for t in threads if t.is_alive()] + ([] if ended else [self._thread_name])
         if alive:
             LOG.warning("event bus threads still busy after stop (daemon, left behind): %s", alive)
         with self._timer_cond:
@@ -421,14 +417,9 @@ class EventBus:
             self._pending = 0
             self._held.clear()
             self._idle_cond.notify_all()
-        _uninstall(self)
+        eventbridge_routes.SEAM.detach(self)
         self._started = False
-
-    def __enter__(self) -> EventBus:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        return not alive
 
     @property
     def started(self) -> bool:
@@ -490,10 +481,23 @@ class EventBus:
             except Exception:
                 LOG.warning("routing event %s to rule %s failed", event["id"], rule.name, exc_info=True)
 
+    def route_moto_rule(self, rule: Any, event: Any, transform_input: bool) -> None:
+        """moto's `Rule.send_to_targets`, as AWS delivers (`sandbox.seams.eventbridge_routes`)."""
+        self._route(rule, event, transform_input=transform_input)
+
+    def s3_notification(self, account_id: str, bucket: Any, event_name: Any, key: Any) -> None:
+        """S3's EventBridge notification, as the AWS event (`sandbox.seams.eventbridge_routes`)."""
+        try:
+            event = s3_event(account_id, bucket, event_name, key)
+            if event is not None:
+                self.emit(event)
+        except Exception:  # S3 notifications are asynchronous in AWS: never fail the S3 call
+            LOG.warning("S3 EventBridge notification failed", exc_info=True)
+
     def _route(
         self, rule: Any, event: dict[str, Any], *, transform_input: bool = True, scheduled: bool = False
     ) -> None:
-        """The replacement for `Rule.send_to_targets` (and the schedule firing path)."""
+        """A rule's delivery of an event (moto's routes and the schedule firing path)."""
         aws_event = _aws_event(event)
         if not scheduled:
             if rule.state not in _ENABLED_STATES:
@@ -513,9 +517,7 @@ class EventBus:
             clone.targets = [target]
             transform = transform_input and bool(target.get("InputTransformer"))
             try:
-                _ORIGINALS["Rule.send_to_targets"](
-                    clone, _moto_event(aws_event, ingestion=transform), transform
-                )
+                eventbridge_routes.moto_send_to_targets(clone, _moto_event(aws_event, ingestion=transform), transform)
             except NotImplementedError:
                 kind = target.get("Arn", "").split(":")[2:3]
                 self._warn_once(
@@ -563,7 +565,7 @@ class EventBus:
         """The delivery lane of one rule target, its workers started on first use."""
         with self._lock:
             lane = self._lanes.get(key)
-            if lane is not None or self._stopping.is_set():
+            if lane is not None or self._stop.is_set():
                 return lane
             label = "/".join(part for part in key if part and part != "default")
             queues: list[queue.Queue[Any]] = [queue.Queue() for _ in range(self._n_workers)]
@@ -583,7 +585,7 @@ class EventBus:
     def _work(self, q: queue.Queue[Any]) -> None:
         while True:
             item = q.get()
-            if item is _STOP or self._stopping.is_set():
+            if item is _STOP or self._stop.is_set():
                 return
             try:
                 self._process(item)
@@ -777,9 +779,14 @@ class EventBus:
 
     # ---------------------------------------------------------------- timer: retries and schedules
 
-    def _timer(self) -> None:
+    def _interrupt(self) -> None:
+        with self._timer_cond:
+            self._timer_cond.notify_all()
+
+    def _run(self) -> None:
+        """Retries and schedules, due on the timer thread."""
         next_sync = 0.0
-        while not self._stopping.is_set():
+        while not self._stop.is_set():
             now = time.monotonic()
             due: list[_Delivery] = []
             with self._timer_cond:
@@ -805,7 +812,7 @@ class EventBus:
             with self._timer_cond:
                 if self._retry_heap:
                     wake_at.append(self._retry_heap[0][0])
-                if self._stopping.is_set():
+                if self._stop.is_set():
                     return
                 self._timer_cond.wait(max(0.001, min(wake_at) - time.monotonic()))
 
@@ -971,12 +978,7 @@ class EventBus:
     # ---------------------------------------------------------------- AWS clients
 
     def _client(self, service: str) -> Any:
-        with self._clients_lock:
-            client = self._clients.get(service)
-            if client is None:
-                client = sandbox_client(service, self.region, self.endpoint_url)
-                self._clients[service] = client
-            return client
+        return self._clients.client(service)
 
     def _send_sqs(self, queue_arn: str, body: str, attributes: dict[str, str]) -> None:
         sqs = self._client("sqs")
@@ -997,58 +999,6 @@ class EventBus:
             LOG.warning(message, *args)
 
 
-# --------------------------------------------------------------------------- the moto seams
-
-
-def _install(bus: EventBus) -> None:
-    global _ACTIVE
-    from moto.events.models import Rule
-    from moto.s3 import notifications as s3_notifications
-
-    with _INSTALL_LOCK:
-        if _ACTIVE is not None:
-            raise RuntimeError("another EventBus is already started in this process")
-        _ORIGINALS["Rule.send_to_targets"] = Rule.__dict__["send_to_targets"]
-        _ORIGINALS["s3._send_event_bridge_message"] = s3_notifications._send_event_bridge_message
-        _ACTIVE = bus  # active before patched, unpatched before inactive
-        Rule.send_to_targets = _patched_send_to_targets  # type: ignore[method-assign]
-        s3_notifications._send_event_bridge_message = _patched_s3_event_bridge
-
-
-def _uninstall(bus: EventBus) -> None:
-    global _ACTIVE
-    from moto.events.models import Rule
-    from moto.s3 import notifications as s3_notifications
-
-    with _INSTALL_LOCK:
-        if _ACTIVE is not bus:
-            return
-        Rule.send_to_targets = _ORIGINALS["Rule.send_to_targets"]  # type: ignore[method-assign]
-        s3_notifications._send_event_bridge_message = _ORIGINALS["s3._send_event_bridge_message"]
-        _ACTIVE = None
-
-
-def _patched_send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
-    bus = _ACTIVE
-    if bus is None:
-        return _ORIGINALS["Rule.send_to_targets"](rule, original_event, transform_input)
-    bus._route(rule, original_event, transform_input=transform_input)
-    return None
-
-
-def _patched_s3_event_bridge(account_id: str, bucket: Any, event_name: Any, key: Any) -> None:
-    bus = _ACTIVE
-    if bus is None:
-        return _ORIGINALS["s3._send_event_bridge_message"](account_id, bucket, event_name, key)
-    try:
-        event = s3_event(account_id, bucket, event_name, key)
-        if event is not None:
-            bus.emit(event)
-    except Exception:  # S3 notifications are asynchronous in AWS: never fail the S3 call
-        LOG.warning("S3 EventBridge notification failed", exc_info=True)
-    return None
-
-
 def active_bus() -> EventBus | None:
     """The event bus started in this process, if any."""
-    return _ACTIVE
+    return eventbridge_routes.SEAM.current()  # type: ignore[return-value]

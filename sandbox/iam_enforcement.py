@@ -4,8 +4,8 @@ moto checks no IAM (docs/ARCHITECTURE.md#what-moto-does-not-do): ingest once lac
 dynamodb:DeleteItem and only AWS noticed. This seam closes that gap on the client side.
 
 Where. Every boto3 call goes through `botocore.client.BaseClient._make_api_call`, in the thread
-that makes it. While a sandbox runs, that method is wrapped (counted installs; the original is
-restored by the last uninstall). The wrapper runs in the *caller's* thread, so it works the same
+that makes it. While a sandbox runs, that method is wrapped (`sandbox.seams.iam_calls`; the
+original is restored when the last enforcement detaches). The wrapper runs in the *caller's* thread, so it works the same
 in-process (`mock_aws`) and served (`ThreadedMotoServer`: the handlers run in the server's process
 and call it over HTTP); no request ever reaches moto that AWS would refuse.
 
@@ -53,24 +53,20 @@ Every checked request is recorded (`IamEnforcement.calls`): principal, action, r
 from __future__ import annotations
 
 import collections
-import contextvars
 import json
 import logging
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
 from sandbox import iam
-from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
+from sandbox.clients import ClientCache
 from sandbox.runtime import running_function
 
 LOG = logging.getLogger("sandbox.iam")
@@ -292,17 +288,13 @@ class _SandboxFacts:
     def __init__(self, region: str, endpoint_url: str | None) -> None:
         self.region = region
         self.endpoint_url = endpoint_url
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients = ClientCache(region, endpoint_url)
         self._keys: dict[tuple[str, str | None], str] = {}
         self._bucket_keys: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def _client(self, service: str, region: str) -> Any:
-        with self._lock:
-            client = self._clients.get((service, region))
-            if client is None:
-                client = self._clients[(service, region)] = sandbox_client(service, region, self.endpoint_url)
-            return client
+        return self._clients.client(service, region)
 
     def partition_key(self, table_arn: str, index_name: str | None) -> str:
         cached = self._keys.get((table_arn, index_name))
@@ -437,126 +429,3 @@ def _service_error(client: Any, operation: str, code: str, message: str, status:
     }
     error_class = client.exceptions.from_code(code)
     return error_class(response, operation)
-
-
-def _is_internal(client: Any) -> bool:
-    try:
-        return INTERNAL_USER_AGENT in (client.meta.config.user_agent_extra or "")
-    except AttributeError:
-        return False
-
-
-# --------------------------------------------------------------------------- the seam
-
-_INSTALL_LOCK = threading.Lock()
-_ACTIVE: list[IamEnforcement] = []
-_ORIGINAL: Callable[..., Any] | None = None
-# True while our wrapper is in BaseClient's chain, even under someone else's wrapper that was put
-# on top of it (it then stays, passing calls through while nothing is active: re-wrapping that
-# chain would make the two wrappers call each other).
-_IN_CHAIN = False
-
-
-def _checked_make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
-    original = _ORIGINAL
-    assert original is not None, "the IAM seam runs only once installed"
-    enforcement = _ACTIVE[-1] if _ACTIVE else None
-    if enforcement is None or _is_internal(self):
-        return original(self, operation_name, api_params)
-    caller = enforcement.caller(sys._getframe(1))
-    if caller is None:
-        return original(self, operation_name, api_params)
-    call = enforcement.authorize(self, caller, operation_name, api_params)
-    try:
-        return original(self, operation_name, api_params)
-    except ClientError as exc:
-        enforcement.after_error(self, caller, call, exc)
-        raise
-
-
-_checked_make_api_call.__pipeops_seam__ = True  # type: ignore[attr-defined]
-
-
-def check(client: Any, operation_name: str, api_params: Mapping[str, Any]) -> None:
-    """Decide a call the sandbox answers without sending it (a direct path into moto, e.g.
-    `sandbox.lambda_tasks`) as `_checked_make_api_call` decides a sent one: the caller is read
-    from the stack above this call; a denial raises the client's AccessDenied."""
-    enforcement = _ACTIVE[-1] if _ACTIVE else None
-    if enforcement is None or _is_internal(client):
-        return
-    caller = enforcement.caller(sys._getframe(1))
-    if caller is not None:
-        enforcement.authorize(client, caller, operation_name, api_params)
-
-
-def _inheriting_start(self: threading.Thread) -> None:
-    """Thread.start: a thread a handler starts runs in a copy of the handler's context."""
-    original = _THREAD_ORIGINALS["start"]
-    target = getattr(self, "_target", None)
-    if running_function() is None or str(getattr(target, "__module__", "")).startswith("moto."):
-        return original(self)
-    context = contextvars.copy_context()
-    run = self.run
-
-    def run_in_context() -> None:
-        context.run(run)
-
-    self.run = run_in_context  # type: ignore[method-assign]
-    return original(self)
-
-
-def _inheriting_submit(
-    self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-) -> Future[Any]:
-    """ThreadPoolExecutor.submit: the task runs as whoever submitted it (pool threads are reused)."""
-    original = _THREAD_ORIGINALS["submit"]
-    if running_function() is None:
-        return original(self, fn, *args, **kwargs)
-    return original(self, contextvars.copy_context().run, fn, *args, **kwargs)
-
-
-_THREAD_ORIGINALS: dict[str, Callable[..., Any]] = {}
-
-
-def install(enforcement: IamEnforcement) -> None:
-    """Check every boto3 call of a handler or the state machine with `enforcement` (counted)."""
-    global _ORIGINAL, _IN_CHAIN
-    with _INSTALL_LOCK:
-        if not _IN_CHAIN:
-            _ORIGINAL = BaseClient.__dict__["_make_api_call"]
-            BaseClient._make_api_call = _checked_make_api_call  # type: ignore[method-assign]
-            _IN_CHAIN = True
-        if not _THREAD_ORIGINALS:
-            _THREAD_ORIGINALS["start"] = threading.Thread.__dict__["start"]
-            _THREAD_ORIGINALS["submit"] = ThreadPoolExecutor.__dict__["submit"]
-            threading.Thread.start = _inheriting_start  # type: ignore[method-assign]
-            ThreadPoolExecutor.submit = _inheriting_submit  # type: ignore[method-assign]
-        _ACTIVE.append(enforcement)
-
-
-def uninstall(enforcement: IamEnforcement) -> None:
-    """Stop checking with `enforcement`; the last one out restores botocore's and threading's methods."""
-    global _IN_CHAIN
-    with _INSTALL_LOCK:
-        if enforcement in _ACTIVE:
-            _ACTIVE.remove(enforcement)
-        if _ACTIVE:
-            return
-        if _THREAD_ORIGINALS:
-            if threading.Thread.__dict__["start"] is _inheriting_start:
-                threading.Thread.start = _THREAD_ORIGINALS["start"]  # type: ignore[method-assign]
-            if ThreadPoolExecutor.__dict__["submit"] is _inheriting_submit:
-                ThreadPoolExecutor.submit = _THREAD_ORIGINALS["submit"]  # type: ignore[method-assign]
-            _THREAD_ORIGINALS.clear()
-        if not _IN_CHAIN:
-            return
-        if BaseClient.__dict__["_make_api_call"] is _checked_make_api_call:
-            BaseClient._make_api_call = _ORIGINAL  # type: ignore[method-assign]
-            _IN_CHAIN = False
-        else:  # someone wrapped it since: ours stays under theirs and passes every call through
-            LOG.debug("BaseClient._make_api_call was wrapped after the IAM seam: left in place")
-
-
-def installed() -> bool:
-    """True while some sandbox checks calls."""
-    return bool(_ACTIVE)

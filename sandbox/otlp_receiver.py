@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sandbox.background import BackgroundThread
+
 TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 
@@ -83,11 +85,12 @@ def shared() -> OtlpReceiver:
         return _shared
 
 
-class OtlpReceiver:
+class OtlpReceiver(BackgroundThread):
     """A loopback OTLP/HTTP receiver on a free port; `endpoint` is what OTEL_EXPORTER_OTLP_ENDPOINT
     takes (the exporter appends /v1/traces)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__("otlp-receiver")
         self._lock = threading.Lock()
         self._spans: list[ReceivedSpan] = []
         self.rejected = 0
@@ -127,8 +130,7 @@ class OtlpReceiver:
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
-        self._thread.start()
+        super().start()
 
     @property
     def endpoint(self) -> str:
@@ -140,7 +142,14 @@ class OtlpReceiver:
         with self._lock:
             return list(self._spans)
 
-    def stop(self) -> None:
-        self._server.shutdown()
+    def _run(self) -> None:
+        self._server.serve_forever()
+
+    def _interrupt(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()  # returns once serve_forever has
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        ended = super().stop(timeout)
         self._server.server_close()
-        self._thread.join(5)
+        return ended

@@ -3,14 +3,9 @@
 Without Docker, moto cannot run handler code. Every route into a function -- the Invoke API
 (including the calls Step Functions' ASL interpreter makes for Lambda tasks), async invokes, S3 /
 SNS / DynamoDB / Kinesis / Logs deliveries and moto's own SQS event source mapping -- ends in
-`moto.awslambda.models.LambdaFunction.invoke`, which calls `LambdaFunction._invoke_lambda(event)`
-and expects `(payload: str, errored: bool, logs: str)`. That method is the seam: `LambdaRuntime`
-replaces it with a runner that imports the function's `Handler` and runs it. With
-`mock_aws(config={"lambda": {"use_docker": False}})` moto routes the API through
-`LambdaSimpleBackend.invoke` instead, which echoes the payload without touching the function; the
-runtime points that back at `LambdaBackend.invoke` so the same seam is reached. It also turns the
-`X-Amz-Function-Error` moto reports ("Handled") into "Unhandled", which is what the Python runtime
-reports for an exception escaping the handler or a timeout.
+`moto.awslambda.models.LambdaFunction.invoke`, which calls `LambdaFunction._invoke_lambda(event)`:
+the seam (`sandbox.seams.lambda_invoke`) hands that call to the installed `LambdaRuntime`, which
+imports the function's `Handler` and runs it.
 
 One invocation:
 1. Resolve the handler (`pkg.module.func`) -- imported once, under a global lock, with the
@@ -79,6 +74,7 @@ from typing import Any, Protocol
 from sandbox import emf, lambda_logging, otlp_receiver
 from sandbox.capture import InvocationCapture, StdioRouting, capturing
 from sandbox.clock import TimeScale
+from sandbox.seams import lambda_invoke
 
 LOG = logging.getLogger("sandbox.runtime")
 
@@ -91,8 +87,6 @@ LOG_TAIL_BYTES = 4096  # the Invoke API's LogResult carries the last 4 KB, as in
 # module may itself invoke another function synchronously while it is being imported).
 _ENV_LOCK = threading.RLock()
 _INSTALL_LOCK = threading.Lock()
-_ACTIVE: LambdaRuntime | None = None
-_ORIGINALS: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------- public value types
@@ -364,14 +358,10 @@ class LambdaRuntime:
     # ---------------------------------------------------------------- install / uninstall
 
     def install(self) -> LambdaRuntime:
-        global _ACTIVE
-        from moto.awslambda.models import LambdaBackend, LambdaFunction
-        from moto.awslambda_simple.models import LambdaSimpleBackend
-
         with _INSTALL_LOCK:
             if self._installed:
                 return self
-            if _ACTIVE is not None:
+            if lambda_invoke.SEAM.attached():
                 raise RuntimeError("another LambdaRuntime is already installed in this process")
             # The routing proxy must be in place before any handler module is imported.
             self._stdio.install()
@@ -380,30 +370,15 @@ class LambdaRuntime:
                     sys.path.insert(0, path)
                     self._inserted_paths.append(path)
             importlib.invalidate_caches()
-            _ORIGINALS["LambdaFunction._invoke_lambda"] = LambdaFunction.__dict__["_invoke_lambda"]
-            _ORIGINALS["LambdaFunction.invoke"] = LambdaFunction.__dict__["invoke"]
-            _ORIGINALS["LambdaSimpleBackend.invoke"] = LambdaSimpleBackend.__dict__.get("invoke")
-            # Active before patched, unpatched before inactive: a patched hook always finds a runtime.
-            _ACTIVE = self
-            LambdaFunction._invoke_lambda = _patched_invoke_lambda  # type: ignore[method-assign]
-            LambdaFunction.invoke = _patched_function_invoke  # type: ignore[method-assign]
-            LambdaSimpleBackend.invoke = LambdaBackend.invoke  # type: ignore[method-assign]
+            lambda_invoke.SEAM.attach(self)
             self._installed = True
         return self
 
     def uninstall(self) -> None:
-        global _ACTIVE
-        from moto.awslambda.models import LambdaFunction
-        from moto.awslambda_simple.models import LambdaSimpleBackend
-
         with _INSTALL_LOCK:
             if not self._installed:
                 return
-            LambdaFunction._invoke_lambda = _ORIGINALS.pop("LambdaFunction._invoke_lambda")  # type: ignore[method-assign]
-            LambdaFunction.invoke = _ORIGINALS.pop("LambdaFunction.invoke")  # type: ignore[method-assign]
-            simple = _ORIGINALS.pop("LambdaSimpleBackend.invoke")
-            if simple is not None:
-                LambdaSimpleBackend.invoke = simple  # type: ignore[method-assign]
+            lambda_invoke.SEAM.detach(self)
             for path in self._inserted_paths:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(path)
@@ -411,7 +386,6 @@ class LambdaRuntime:
             self._stdio.remove()
             with _ENV_LOCK:
                 self._env.restore()
-            _ACTIVE = None
             self._installed = False
 
     def __enter__(self) -> LambdaRuntime:
@@ -544,73 +518,23 @@ class LambdaRuntime:
     def _run_invocation(
         self, fn: Any, event: Any, request_id: str
     ) -> tuple[str, bool, str, InvocationRecord]:
-        function_name: str = fn.function_name
-        region: str = getattr(fn, "region", None) or self.region
-        version: str = str(getattr(fn, "version", None) or "$LATEST")
-        group = f"/aws/lambda/{function_name}"
-        timeout_s = float(fn.timeout or 3)
-        real_timeout = self.real_timeout(timeout_s)
-        memory = int(fn.memory_size or 128)
-        stream = self._acquire_stream(region, group, version)
+        call = _Call.of(fn, self.region, request_id, self.real_timeout(float(fn.timeout or 3)))
+        stream = self._acquire_stream(call.region, call.group, call.version)
         capture = InvocationCapture()
         started_at = time.time()
         start_ms = int(started_at * 1000)
 
-        env = self._function_env(fn, region, group, stream)
+        env = self._function_env(fn, call.region, call.group, stream)
         self._check_configuration(fn, env)
         self._stdio.install()  # re-assert the routing proxy if someone swapped sys.stdout since
         outcome = _Outcome()
-        init_ms: float | None = None
-        init_error: _InitError | None = None
-        timed_out = False
-        handler: Callable[..., Any] | None = None
-
         with _ENV_LOCK:
             # Environment applied and module imported under one lock hold: module-level reads of
             # os.environ see exactly this function's variables.
             self._env.enter(env)
-            handler = self._handlers.get(fn.handler)
-            if handler is None:
-                init_started = time.perf_counter()
-                try:
-                    with capturing(capture):
-                        handler = _import_handler(str(fn.handler))
-                    self._handlers[fn.handler] = handler
-                except _InitError as exc:
-                    init_error = exc
-                except BaseException as exc:  # e.g. SystemExit at import
-                    init_error = _InitError(type(exc).__name__, str(exc), _stack_of(exc))
-                init_ms = (time.perf_counter() - init_started) * 1000
+            handler, init_ms, init_error = self._loaded_handler(str(fn.handler), capture)
         try:
-            run_started = time.perf_counter()
-            if handler is not None:
-                context = LambdaContext(
-                    function_name=function_name,
-                    function_version=version,
-                    invoked_function_arn=str(fn.function_arn),
-                    memory_limit_in_mb=memory,
-                    aws_request_id=request_id,
-                    log_group_name=group,
-                    log_stream_name=stream,
-                    deadline_monotonic=time.monotonic() + real_timeout,
-                    real_timeout=real_timeout,
-                    timeout_seconds=timeout_s,
-                )
-                running = RunningFunction(
-                    function_name=function_name,
-                    function_arn=str(fn.function_arn),
-                    role_arn=str(getattr(fn, "role", None) or ""),
-                    request_id=request_id,
-                )
-                worker = threading.Thread(
-                    target=_run_handler,
-                    args=(handler, event, context, capture, outcome, running),
-                    name=f"lambda:{function_name}:{request_id[:8]}",
-                    daemon=True,
-                )
-                worker.start()
-                timed_out = not outcome.done.wait(real_timeout)
-            duration_ms = (time.perf_counter() - run_started) * 1000
+            duration_ms, timed_out = _run_until_cut_off(handler, event, call, fn, stream, capture, outcome)
         finally:
             with _ENV_LOCK:
                 self._env.exit()
@@ -618,68 +542,29 @@ class LambdaRuntime:
         end_ms = int(time.time() * 1000)
         lines = capture.close()  # an abandoned worker's later output is dropped from here on
         # Lambda's application log-level filter: what it drops reaches neither logs nor metrics.
-        lines = lambda_logging.delivered(lines, lambda_logging.config_of(str(fn.function_arn)))
-        error_type: str | None = None
-        error_lines: list[str] = []
-        if init_error is not None:
-            error_type = init_error.error_type
-            doc = {
-                "errorMessage": init_error.message,
-                "errorType": error_type,
-                "requestId": request_id,
-                "stackTrace": init_error.stack,
-            }
-            raw = json.dumps(doc)
-            error_lines.append(f"[ERROR] {error_type}: {init_error.message}")
-        elif timed_out:
-            error_type = TIMEOUT_ERROR_TYPE
-            message = f"Task timed out after {timeout_s:.2f} seconds"
-            raw = json.dumps({"errorMessage": message, "errorType": error_type})
-            stamp = dt.datetime.fromtimestamp(end_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-            error_lines.append(f"{stamp}Z {request_id} {message}")
-        elif outcome.exc is not None:
-            raw, error_type, error_line = _error_document(outcome.exc, request_id)
-            error_lines.append(error_line)
-        else:
-            try:
-                raw = json.dumps(outcome.result, default=_json_default)
-            except (TypeError, ValueError) as exc:
-                error_type = "Runtime.MarshalError"
-                message = f"Unable to marshal response: {exc}"
-                raw = json.dumps({"errorMessage": message, "errorType": error_type, "requestId": ""})
-                error_lines.append(f"[ERROR] {error_type}: {message}")
-        errored = error_type is not None
-
-        report = (
-            f"REPORT RequestId: {request_id}\tDuration: {duration_ms:.2f} ms\t"
-            f"Billed Duration: {max(1, math.ceil(duration_ms))} ms\tMemory Size: {memory} MB\t"
-            f"Max Memory Used: {_max_memory_mb(memory)} MB\t"
-        )
-        if init_ms is not None:
-            report += f"Init Duration: {init_ms:.2f} ms\t"
-        if timed_out:
-            report += "Status: timeout"
-        events = [(start_ms, f"START RequestId: {request_id} Version: {version}")]
+        lines = lambda_logging.delivered(lines, lambda_logging.config_of(call.function_arn))
+        raw, error_type, error_lines = _response(init_error, timed_out, outcome, call, end_ms)
+        report = _report_line(request_id, duration_ms, call.memory, init_ms, timed_out)
+        events = [(start_ms, f"START RequestId: {request_id} Version: {call.version}")]
         events += lines
         events += [(end_ms, line) for line in error_lines]
         events += [(end_ms, f"END RequestId: {request_id}"), (end_ms, report)]
         events = _monotonic(events)
-        log_lines = tuple(line for _ts, line in events)
 
         account = str(getattr(fn, "account_id", None) or _default_account())
         if self.publish_logs:
-            self._write_logs(account, region, group, stream, events)
+            self._write_logs(account, call.region, call.group, stream, events)
         if self.publish_metrics:
-            self._publish_emf(account, region, lines)
-        self._release_stream(region, group, version, stream)
+            self._publish_emf(account, call.region, lines)
+        self._release_stream(call.region, call.group, call.version, stream)
 
         record = InvocationRecord(
-            function_name=function_name,
+            function_name=call.function_name,
             request_id=request_id,
             duration_ms=duration_ms,
-            errored=errored,
+            errored=error_type is not None,
             error_type=error_type,
-            log_lines=log_lines,
+            log_lines=tuple(line for _ts, line in events),
             payload=raw,
             timed_out=timed_out,
             log_stream_name=stream,
@@ -689,8 +574,28 @@ class LambdaRuntime:
         with self._records_cond:
             self._records.append(record)
             self._records_cond.notify_all()
-        tail = "\n".join(log_lines).encode("utf-8")[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
-        return raw, errored, tail, record
+        tail = "\n".join(record.log_lines).encode("utf-8")[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+        return raw, record.errored, tail, record
+
+    def _loaded_handler(
+        self, handler_name: str, capture: InvocationCapture
+    ) -> tuple[Callable[..., Any] | None, float | None, _InitError | None]:
+        """(handler, init milliseconds if it was imported now, init error). Call with `_ENV_LOCK`
+        held and the function's environment entered: a cold import reads exactly its variables."""
+        handler = self._handlers.get(handler_name)
+        if handler is not None:
+            return handler, None, None
+        init_error: _InitError | None = None
+        init_started = time.perf_counter()
+        try:
+            with capturing(capture):
+                handler = _import_handler(handler_name)
+            self._handlers[handler_name] = handler
+        except _InitError as exc:
+            init_error = exc
+        except BaseException as exc:  # e.g. SystemExit at import
+            init_error = _InitError(type(exc).__name__, str(exc), _stack_of(exc))
+        return handler, (time.perf_counter() - init_started) * 1000, init_error
 
     # ---------------------------------------------------------------- helpers
 
@@ -808,6 +713,123 @@ def _error_document(exc: BaseException, request_id: str) -> tuple[str, str, str]
     return json.dumps(doc, default=str), error_type, line
 
 
+@dataclass(frozen=True)
+class _Call:
+    """What one invocation of a function runs with, read once from moto's function."""
+
+    function_name: str
+    function_arn: str
+    region: str
+    version: str
+    group: str
+    timeout_s: float
+    real_timeout: float
+    memory: int
+    request_id: str
+
+    @classmethod
+    def of(cls, fn: Any, default_region: str, request_id: str, real_timeout: float) -> _Call:
+        function_name = str(fn.function_name)
+        return cls(
+            function_name=function_name,
+            function_arn=str(fn.function_arn),
+            region=getattr(fn, "region", None) or default_region,
+            version=str(getattr(fn, "version", None) or "$LATEST"),
+            group=f"/aws/lambda/{function_name}",
+            timeout_s=float(fn.timeout or 3),
+            real_timeout=real_timeout,
+            memory=int(fn.memory_size or 128),
+            request_id=request_id,
+        )
+
+
+def _run_until_cut_off(
+    handler: Callable[..., Any] | None,
+    event: Any,
+    call: _Call,
+    fn: Any,
+    stream: str,
+    capture: InvocationCapture,
+    outcome: _Outcome,
+) -> tuple[float, bool]:
+    """Run the handler on a worker thread for at most its real timeout: (duration ms, timed out).
+    A timed-out worker is abandoned, as AWS freezes the environment; no handler, no run."""
+    run_started = time.perf_counter()
+    timed_out = False
+    if handler is not None:
+        context = LambdaContext(
+            function_name=call.function_name,
+            function_version=call.version,
+            invoked_function_arn=call.function_arn,
+            memory_limit_in_mb=call.memory,
+            aws_request_id=call.request_id,
+            log_group_name=call.group,
+            log_stream_name=stream,
+            deadline_monotonic=time.monotonic() + call.real_timeout,
+            real_timeout=call.real_timeout,
+            timeout_seconds=call.timeout_s,
+        )
+        running = RunningFunction(
+            function_name=call.function_name,
+            function_arn=call.function_arn,
+            role_arn=str(getattr(fn, "role", None) or ""),
+            request_id=call.request_id,
+        )
+        worker = threading.Thread(
+            target=_run_handler,
+            args=(handler, event, context, capture, outcome, running),
+            name=f"lambda:{call.function_name}:{call.request_id[:8]}",
+            daemon=True,
+        )
+        worker.start()
+        timed_out = not outcome.done.wait(call.real_timeout)
+    return (time.perf_counter() - run_started) * 1000, timed_out
+
+
+def _response(
+    init_error: _InitError | None, timed_out: bool, outcome: _Outcome, call: _Call, end_ms: int
+) -> tuple[str, str | None, list[str]]:
+    """(payload, errorType or None, error log lines), as the AWS Python runtime answers: an init
+    failure first, then a timeout, then what the handler raised, else its marshalled result."""
+    request_id = call.request_id
+    if init_error is not None:
+        doc = {
+            "errorMessage": init_error.message,
+            "errorType": init_error.error_type,
+            "requestId": request_id,
+            "stackTrace": init_error.stack,
+        }
+        return json.dumps(doc), init_error.error_type, [f"[ERROR] {init_error.error_type}: {init_error.message}"]
+    if timed_out:
+        message = f"Task timed out after {call.timeout_s:.2f} seconds"
+        raw = json.dumps({"errorMessage": message, "errorType": TIMEOUT_ERROR_TYPE})
+        stamp = dt.datetime.fromtimestamp(end_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        return raw, TIMEOUT_ERROR_TYPE, [f"{stamp}Z {request_id} {message}"]
+    if outcome.exc is not None:
+        raw, error_type, error_line = _error_document(outcome.exc, request_id)
+        return raw, error_type, [error_line]
+    try:
+        return json.dumps(outcome.result, default=_json_default), None, []
+    except (TypeError, ValueError) as exc:
+        error_type = "Runtime.MarshalError"
+        message = f"Unable to marshal response: {exc}"
+        raw = json.dumps({"errorMessage": message, "errorType": error_type, "requestId": ""})
+        return raw, error_type, [f"[ERROR] {error_type}: {message}"]
+
+
+def _report_line(request_id: str, duration_ms: float, memory: int, init_ms: float | None, timed_out: bool) -> str:
+    report = (
+        f"REPORT RequestId: {request_id}\tDuration: {duration_ms:.2f} ms\t"
+        f"Billed Duration: {max(1, math.ceil(duration_ms))} ms\tMemory Size: {memory} MB\t"
+        f"Max Memory Used: {_max_memory_mb(memory)} MB\t"
+    )
+    if init_ms is not None:
+        report += f"Init Duration: {init_ms:.2f} ms\t"
+    if timed_out:
+        report += "Status: timeout"
+    return report
+
+
 def _monotonic(events: list[tuple[int, str]]) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     last = 0
@@ -822,35 +844,6 @@ def _max_memory_mb(limit: int) -> int:
     return int(min(limit, max(1, used)))
 
 
-def _patched_invoke_lambda(fn: Any, event: Any = None) -> tuple[str, bool, str]:
-    runtime = _ACTIVE
-    if runtime is None:  # uninstalled while a caller was on its way in: behave like moto
-        from moto.awslambda.models import LambdaFunction
-
-        original = LambdaFunction.__dict__["_invoke_lambda"]
-        if original is _patched_invoke_lambda:
-            raise RuntimeError("sandbox Lambda hook called with no runtime installed")
-        return original(fn, event)
-    return runtime.run_moto_function(fn, event)
-
-
-def _original_function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
-    from moto.awslambda.models import LambdaFunction
-
-    original = _ORIGINALS.get("LambdaFunction.invoke") or LambdaFunction.__dict__["invoke"]
-    if original is _patched_function_invoke:
-        raise RuntimeError("sandbox Lambda hook called with no runtime installed")
-    return original(fn, body, request_headers, response_headers)
-
-
-def _patched_function_invoke(fn: Any, body: Any, request_headers: Any, response_headers: Any) -> Any:
-    result = _original_function_invoke(fn, body, request_headers, response_headers)
-    if response_headers.get("x-amz-function-error") == "Handled":
-        # The Python runtime reports an exception escaping the handler (and a timeout) as Unhandled.
-        response_headers["x-amz-function-error"] = "Unhandled"
-    return result
-
-
 def active_runtime() -> LambdaRuntime | None:
     """The runtime installed in this process, if any."""
-    return _ACTIVE
+    return lambda_invoke.SEAM.current()  # type: ignore[return-value]

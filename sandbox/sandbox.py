@@ -25,26 +25,24 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from alarms.live import CLOCK_PATH
-from pipeline.stack import DEFAULT_STACK_NAME
-from sandbox import iam_enforcement, limits, moto_seams
+from sandbox import seams
 from sandbox.alarm_engine import AlarmEngine
 from sandbox.aws_metrics import AwsMetricsPublisher
-from sandbox.clients import INTERNAL_USER_AGENT, sandbox_client
+from sandbox.clients import INTERNAL_USER_AGENT, ClientCache
 from sandbox.clock import TimeScale
-from sandbox.deploy import Deployment, deploy
+from sandbox.deploy import Deployment, deploy, samconfig_stack_name
 from sandbox.eventbus import EventBus
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
+from sandbox.seams import iam_calls, limits
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
@@ -84,7 +82,7 @@ def scaled_parameters(parameters: Mapping[str, str], time_scale: TimeScale) -> d
 class Sandbox:
     """The whole embedded AWS. Use as a context manager; `serve=True` serves it on loopback."""
 
-    stack_name: str = DEFAULT_STACK_NAME
+    stack_name: str = field(default_factory=samconfig_stack_name)  # the name `sam deploy` gives it
     parameters: Mapping[str, str] = field(default_factory=dict)
     region: str = REGION
     time_scale: TimeScale = DEFAULT_TIME_SCALE
@@ -100,6 +98,10 @@ class Sandbox:
     # its role's policies in the deployed stack; one outside them fails with AccessDenied
     # (sandbox.iam_enforcement). `iam.calls` records every decision. False: moto's "all allowed".
     enforce_iam: bool = True
+    # Called with a function's name when its configuration changed since its last invocation
+    # (`LambdaRuntime.on_fresh_environments`): whoever composes the sandbox with handler code that
+    # keeps state per function (the pipeline: `pipeops.pipeline_sandbox`) drops that state here.
+    fresh_environment_hooks: Sequence[Callable[[str], None]] = ()
 
     deployment: Deployment | None = field(default=None, init=False)
     runtime: LambdaRuntime | None = field(default=None, init=False)
@@ -113,8 +115,7 @@ class Sandbox:
     _mock: Any = field(default=None, init=False, repr=False)
     _server: Any = field(default=None, init=False, repr=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
-    _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-    _clients_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _clients: ClientCache | None = field(default=None, init=False, repr=False)
     _gate: ReadinessGate = field(default_factory=ReadinessGate, init=False, repr=False)
     _seams_installed: bool = field(default=False, init=False, repr=False)
     _iam_installed: bool = field(default=False, init=False, repr=False)
@@ -130,13 +131,13 @@ class Sandbox:
             if self.serve or not os.environ.get(name):
                 self._set_env({name: value})
         try:
-            moto_seams.install()
+            seams.install()
             limits.install()  # AWS's 256 KB state and input, 400 KB item: a test of size means something
             self._seams_installed = True
             self._start_aws()
             if self.enforce_iam:
                 self.iam = IamEnforcement(self.region, self.endpoint_url)
-                iam_enforcement.install(self.iam)
+                iam_calls.SEAM.attach(self.iam)
                 self._iam_installed = True
             self.runtime = LambdaRuntime(
                 region=self.region,
@@ -145,7 +146,8 @@ class Sandbox:
                 extra_sys_path=[PROJECT_ROOT],
                 min_real_timeout=self.min_handler_seconds,
             ).install()
-            self.runtime.on_fresh_environments(_forget_warm_state)
+            for hook in self.fresh_environment_hooks:
+                self.runtime.on_fresh_environments(hook)
             # Listening before anything can invoke a function or start an execution.
             self.aws_metrics = AwsMetricsPublisher(
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url
@@ -231,14 +233,14 @@ class Sandbox:
             self.runtime.uninstall()
         # Before moto goes: an abandoned handler thread's late call then passes unchecked.
         if self._iam_installed and self.iam is not None:
-            iam_enforcement.uninstall(self.iam)
+            iam_calls.SEAM.detach(self.iam)
             self._iam_installed = False
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
         if self._seams_installed:
             limits.uninstall()
-            moto_seams.uninstall()
+            seams.uninstall()
             self._seams_installed = False
         if self._server is not None:
             self._server.stop()
@@ -290,10 +292,11 @@ class Sandbox:
         return self.deployment.outputs
 
     def client(self, service: str) -> Any:
-        with self._clients_lock:
-            if service not in self._clients:
-                self._clients[service] = sandbox_client(service, self.region, self.endpoint_url)
-            return self._clients[service]
+        """The sandbox's own client of `service` (never checked by IAM), made once."""
+        clients = self._clients
+        if clients is None or clients.endpoint_url != self.endpoint_url:
+            clients = self._clients = ClientCache(self.region, self.endpoint_url)
+        return clients.client(service)
 
     def wait_until_idle(self, timeout: float = 120.0) -> bool:
         """True once nothing is queued, delivered, retried or running anywhere in the sandbox."""
@@ -314,18 +317,3 @@ class Sandbox:
             time.sleep(0.05)
         return False
 
-
-@contextmanager
-def running_sandbox(**settings: Any) -> Iterator[Sandbox]:
-    with Sandbox(**settings) as sandbox:
-        yield sandbox
-
-
-def _forget_warm_state(function_name: str) -> None:
-    """The pipeline's per-function state of a function whose configuration changed (see
-    `LambdaRuntime.on_fresh_environments`): its collaborators and its cold-start mark."""
-    from pipeline.handlers import _wiring
-    from pipeline.telemetry.handler import forget_warm
-
-    _wiring.forget(function_name)
-    forget_warm(function_name)

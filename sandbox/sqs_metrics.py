@@ -14,12 +14,12 @@ handlers share).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from sandbox import emf
+from sandbox.background import Periodic
 from sandbox.clock import TimeScale
 
 LOG = logging.getLogger("sandbox.sqs_metrics")
@@ -58,7 +58,7 @@ def queue_metrics(queue: Any, now_ms: int, time_scale: TimeScale) -> list[dict[s
     return data
 
 
-class SqsMetricsPublisher:
+class SqsMetricsPublisher(Periodic):
     """Publishes AWS/SQS metrics for every queue every `interval` real seconds, on a daemon thread."""
 
     def __init__(
@@ -75,10 +75,8 @@ class SqsMetricsPublisher:
         self.region = region
         self.account_id = account_id or DEFAULT_ACCOUNT_ID
         self.time_scale = time_scale or TimeScale(1.0)
-        self.interval = interval
         # endpoint_url is accepted as the other parts take it: the backend read and written is this process's.
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__("sandbox-sqs-metrics", interval, LOG, "could not publish SQS metrics")
 
     def publish_once(self) -> int:
         now_ms = int(time.time() * 1000)
@@ -89,20 +87,5 @@ class SqsMetricsPublisher:
         ]
         return emf.put_in_process(NAMESPACE, data, account_id=self.account_id, region=self.region)
 
-    def start(self) -> SqsMetricsPublisher:
-        self._thread = threading.Thread(target=self._run, name="sandbox-sqs-metrics", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.publish_once()
-            except Exception:  # never let the publisher die silently
-                LOG.warning("could not publish SQS metrics", exc_info=True)
+    def tick(self) -> object:
+        return self.publish_once()

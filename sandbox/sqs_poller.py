@@ -6,16 +6,9 @@ any failure, never retrying in the background. The sandbox keeps the mapping reg
 (`list_event_source_mappings` shows it, `update_event_source_mapping` changes it) and delivers with
 its own poller instead.
 
-**The seam neutralised (moto 5.2.5).** moto's native delivery lives in exactly one place:
-`moto.sqs.models.Queue.add_message`, which -- after appending the message -- loops over
-`self.lambda_event_source_mappings` (filled by `LambdaBackend.create_event_source_mapping`) and,
-for each enabled mapping, receives, calls `LambdaBackend.send_sqs_batch` and deletes or re-queues.
-Every producer goes through `add_message`: `send_message`, `send_message_batch`, SNS/S3/EventBridge
-deliveries, and the DLQ redrive inside `receive_message`. `native_sqs_event_sources_disabled()`
-replaces `Queue.add_message` with a wrapper that runs moto's own method on a thin view of the queue
-whose `lambda_event_source_mappings` is empty, so moto's dedup/append/notify logic is untouched and
-only the invocation loop is skipped. It is reference-counted and restores the original on exit.
-(The queue's real dict is left alone: the mapping stays registered.)
+**The seam neutralised (moto 5.2.5).** moto's native delivery lives in exactly one place,
+`Queue.add_message`; `sandbox.seams.sqs_native_mappings` makes it skip the invocation loop while a
+poller runs (the mapping stays registered) and tells this module of every message added.
 
 **The poller.** `SqsEventSourcePoller` discovers the SQS mappings (`list_event_source_mappings`,
 paginated; a mapping polls only while its `State` is Enabled/Enabling/Updating) and runs, per
@@ -81,18 +74,19 @@ payload limit is not enforced.
 from __future__ import annotations
 
 import base64
-import contextlib
 import heapq
 import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from sandbox.clients import sandbox_client
+from sandbox.background import Periodic
+from sandbox.clients import ClientCache
 from sandbox.clock import TimeScale
+from sandbox.seams import sqs_native_mappings
 
 if TYPE_CHECKING:
     from sandbox.runtime import LambdaRuntime
@@ -130,47 +124,6 @@ def moto_queue(queue_arn: str) -> Any:
         return models.sqs_backends[parts[4]][parts[3]].queues.get(parts[5])
     except Exception:  # an account or region moto does not know
         return None
-
-
-# --------------------------------------------------------------------------- moto's native path
-
-
-class _QueueWithoutEventSourceMappings:
-    """A view of a moto Queue whose `lambda_event_source_mappings` is empty; all else is the queue."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self, queue: Any) -> None:
-        object.__setattr__(self, "_queue", queue)
-
-    @property
-    def lambda_event_source_mappings(self) -> dict[str, Any]:
-        return {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._queue, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._queue, name, value)
-
-
-_NATIVE_LOCK = threading.Lock()
-_NATIVE_DEPTH = 0
-_NATIVE_ORIGINAL: Any = None
-
-
-def _add_message_without_lambda(queue: Any, message: Any) -> None:
-    original = _NATIVE_ORIGINAL
-    if original is None:  # uninstalled while a caller was on its way in
-        from moto.sqs.models import Queue
-
-        original = Queue.__dict__["add_message"]
-        if original is _add_message_without_lambda:
-            raise RuntimeError("sandbox SQS hook called with no original add_message")
-        original(queue, message)
-        return
-    original(_QueueWithoutEventSourceMappings(queue), message)
-    _announce(queue, message)
 
 
 # --------------------------------------------------------------------------- wake-on-send
@@ -232,47 +185,6 @@ class _Wake:
                 if end <= now:
                     return
                 self._cond.wait(end - now)
-
-
-def disable_native_sqs_event_sources() -> None:
-    """Stop moto from invoking Lambda inside `Queue.add_message` (reference-counted)."""
-    global _NATIVE_DEPTH, _NATIVE_ORIGINAL
-    from moto.sqs.models import Queue
-
-    with _NATIVE_LOCK:
-        if _NATIVE_DEPTH == 0:
-            _NATIVE_ORIGINAL = Queue.__dict__["add_message"]
-            Queue.add_message = _add_message_without_lambda  # type: ignore[method-assign]
-        _NATIVE_DEPTH += 1
-
-
-def restore_native_sqs_event_sources() -> None:
-    """Undo one `disable_native_sqs_event_sources()`; the last one puts moto's method back."""
-    global _NATIVE_DEPTH, _NATIVE_ORIGINAL
-    from moto.sqs.models import Queue
-
-    with _NATIVE_LOCK:
-        if _NATIVE_DEPTH == 0:
-            return
-        _NATIVE_DEPTH -= 1
-        if _NATIVE_DEPTH == 0:
-            Queue.add_message = _NATIVE_ORIGINAL  # type: ignore[method-assign]
-            _NATIVE_ORIGINAL = None
-
-
-def native_sqs_event_sources_disabled_now() -> bool:
-    with _NATIVE_LOCK:
-        return _NATIVE_DEPTH > 0
-
-
-@contextlib.contextmanager
-def native_sqs_event_sources_disabled() -> Iterator[None]:
-    """While active, only the sandbox's poller delivers SQS messages to Lambda functions."""
-    disable_native_sqs_event_sources()
-    try:
-        yield
-    finally:
-        restore_native_sqs_event_sources()
 
 
 # --------------------------------------------------------------------------- mappings and stats
@@ -795,10 +707,18 @@ class SqsEventSourcePoller:
         self._retired: list[_MappingWorker] = []
         self._running = False
         self._native_disabled = False
-        self._discovery_stop = threading.Event()
-        self._discovery_thread: threading.Thread | None = None
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
+        self._discovery = (
+            Periodic(
+                "sqs-poller:discovery",
+                self.discovery_interval,
+                LOG,
+                "SQS poller: refreshing the event source mappings failed",
+                tick=self.refresh,
+            )
+            if self.discovery_interval
+            else None
+        )
+        self._clients = ClientCache(region, endpoint_url, read_timeout=max(60, self.poll_wait_seconds + 30))
         self._urls: dict[str, str] = {}
         # quiescence bookkeeping (see idle())
         self._state = threading.Condition()
@@ -812,7 +732,7 @@ class SqsEventSourcePoller:
             if self._running:
                 return self
             if self.disable_native and not self._native_disabled:
-                disable_native_sqs_event_sources()
+                sqs_native_mappings.install(_announce)
                 self._native_disabled = True
             try:
                 self._running = True
@@ -821,12 +741,8 @@ class SqsEventSourcePoller:
                 self._running = False
                 self._restore_native()
                 raise
-            if self.discovery_interval:
-                self._discovery_stop.clear()
-                self._discovery_thread = threading.Thread(
-                    target=self._discover_loop, name="sqs-poller:discovery", daemon=True
-                )
-                self._discovery_thread.start()
+            if self._discovery is not None:
+                self._discovery.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> bool:
@@ -839,18 +755,17 @@ class SqsEventSourcePoller:
         deadline = time.monotonic() + max(0.0, timeout)
         with self._lock:
             self._running = False
-            self._discovery_stop.set()
             workers = list(self._workers.values()) + self._retired
             self._workers.clear()
             self._retired = []
-            discovery, self._discovery_thread = self._discovery_thread, None
             for worker in workers:
                 worker.signal_stop()
-        threads = [t for w in workers for t in w.threads] + ([discovery] if discovery is not None else [])
+        ended = self._discovery is None or self._discovery.stop(max(0.0, deadline - time.monotonic()))
+        threads = [t for w in workers for t in w.threads]
         for thread in threads:
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in threads if t.is_alive()]
+        alive = [t.name for t in threads if t.is_alive()] + ([] if ended else ["sqs-poller:discovery"])
         if alive:
             LOG.warning("SQS poller threads still running after stop(): %s", alive)
         with self._lock:
@@ -859,7 +774,7 @@ class SqsEventSourcePoller:
 
     def _restore_native(self) -> None:
         if self._native_disabled:
-            restore_native_sqs_event_sources()
+            sqs_native_mappings.uninstall()
             self._native_disabled = False
 
     def __enter__(self) -> SqsEventSourcePoller:
@@ -931,14 +846,6 @@ class SqsEventSourcePoller:
             return None
         value = found.get("ReservedConcurrentExecutions")
         return None if value is None else int(value)
-
-    def _discover_loop(self) -> None:
-        assert self.discovery_interval
-        while not self._discovery_stop.wait(self.discovery_interval):
-            try:
-                self.refresh()
-            except Exception:
-                LOG.warning("SQS poller: refreshing the event source mappings failed", exc_info=True)
 
     # ---------------------------------------------------------------- quiescence
 
@@ -1032,15 +939,7 @@ class SqsEventSourcePoller:
     # ---------------------------------------------------------------- clients
 
     def _client(self, service: str, region: str) -> Any:
-        key = (service, region)
-        with self._clients_lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = sandbox_client(
-                    service, region, self.endpoint_url, read_timeout=max(60, self.poll_wait_seconds + 30)
-                )
-                self._clients[key] = client
-            return client
+        return self._clients.client(service, region)
 
     def _queue_url(self, mapping: SqsMapping) -> str:
         url = self._urls.get(mapping.queue_arn)

@@ -3,7 +3,7 @@
 `ExecutionStatusWatcher` watches executions on a daemon thread and, for every execution it sees
 change status, hands the AWS-shaped event to a callback (the event bus's `emit`).
 
-Event-driven. moto's interpreter is told of (`install_hooks`) every execution that starts
+Event-driven. moto's interpreter is told of (`sandbox.seams.execution_events`) every execution that starts
 (`Execution.start`) and every one that ends (`BaseExecutionWorkerCommunication.terminated`, which
 sets SUCCEEDED / FAILED / TIMED_OUT / ABORTED): the hook only records the execution (ARN and
 moto's object) and wakes the watcher, which then describes just those executions. Nothing is read
@@ -64,9 +64,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
+from sandbox.background import BackgroundThread
 from sandbox.schedules import iso_time
+from sandbox.seams import execution_events
 
 LOG = logging.getLogger("sandbox.status_events")
 
@@ -100,70 +102,6 @@ def remove_status_listener(listener: Callable[[dict[str, Any]], Any]) -> None:
     global _LISTENERS
     with _LISTENERS_LOCK:
         _LISTENERS = tuple(x for x in _LISTENERS if x != listener)
-
-
-# Started watchers told by moto's hooks of each execution that starts or ends. A tuple, replaced.
-_WATCHERS: tuple[ExecutionStatusWatcher, ...] = ()
-_HOOKS_LOCK = threading.Lock()
-_HOOK_ORIGINALS: dict[str, Any] = {}
-
-
-def _changing(execution_arn: str, change: Callable[[], Any], execution: Any = None) -> None:
-    """Run moto's status change, the watchers told before (a change in flight) and after it."""
-    watchers = _WATCHERS
-    for watcher in watchers:
-        watcher._changing(execution_arn)
-    try:
-        change()
-    finally:  # the status is set (or setting it failed): either way, have a look
-        for watcher in watchers:
-            watcher.notify(execution_arn, execution)
-
-
-def _around_start(original: Callable[..., Any]) -> Callable[..., Any]:
-    def start(execution: Any) -> None:
-        _changing(str(execution.exec_arn), lambda: original(execution), execution)
-
-    start.__pipeops_seam__ = True  # type: ignore[attr-defined]
-    return start
-
-
-def _around_terminated(original: Callable[..., Any]) -> Callable[..., Any]:
-    def terminated(comm: Any) -> None:
-        _changing(str(comm.execution.exec_arn), lambda: original(comm), comm.execution)
-
-    terminated.__pipeops_seam__ = True  # type: ignore[attr-defined]
-    return terminated
-
-
-def install_hooks(watcher: ExecutionStatusWatcher) -> None:
-    """Tell `watcher` of every execution moto's interpreter starts or ends (until `uninstall_hooks`)."""
-    global _WATCHERS
-    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
-
-    with _HOOKS_LOCK:
-        if not _HOOK_ORIGINALS:
-            _HOOK_ORIGINALS["start"] = Execution.__dict__["start"]
-            _HOOK_ORIGINALS["terminated"] = BaseExecutionWorkerCommunication.__dict__["terminated"]
-            Execution.start = _around_start(_HOOK_ORIGINALS["start"])  # type: ignore[method-assign]
-            BaseExecutionWorkerCommunication.terminated = _around_terminated(  # type: ignore[method-assign]
-                _HOOK_ORIGINALS["terminated"]
-            )
-        if watcher not in _WATCHERS:
-            _WATCHERS = (*_WATCHERS, watcher)
-
-
-def uninstall_hooks(watcher: ExecutionStatusWatcher) -> None:
-    global _WATCHERS
-    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
-
-    with _HOOKS_LOCK:
-        _WATCHERS = tuple(w for w in _WATCHERS if w is not watcher)
-        if not _WATCHERS and _HOOK_ORIGINALS:
-            Execution.start = _HOOK_ORIGINALS.pop("start")  # type: ignore[method-assign]
-            BaseExecutionWorkerCommunication.terminated = _HOOK_ORIGINALS.pop(  # type: ignore[method-assign]
-                "terminated"
-            )
 
 
 def _notify_listeners(event: dict[str, Any]) -> None:
@@ -282,7 +220,7 @@ def status_change_event(
     }
 
 
-class ExecutionStatusWatcher:
+class ExecutionStatusWatcher(BackgroundThread):
     """Emits status-change events as moto's hooks report them. Start/stop from one owner thread.
 
     `client_factory()` returns a boto3 "stepfunctions" client (honouring the sandbox endpoint);
@@ -299,10 +237,10 @@ class ExecutionStatusWatcher:
         name: str = "sandbox-sfn-status",
         hooks: bool = True,
     ) -> None:
+        super().__init__(name)
         self._client_factory = client_factory
         self._emit = emit
         self.interval = interval
-        self._name = name
         self._known: dict[str, str] = {}  # execution ARN -> last status seen
         self._machine: dict[str, str] = {}  # execution ARN -> state machine ARN
         self._emitted: dict[str, set[str]] = {}  # the seen-set: statuses emitted per execution
@@ -319,37 +257,29 @@ class ExecutionStatusWatcher:
         self._rounds_completed = 0
         self._events_emitted = 0
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_error_logged = 0.0
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self) -> None:
+    def start(self) -> Self:
         if self._thread is not None:
-            return
-        self._stop.clear()
+            return self
         if self._hooks:
-            install_hooks(self)
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+            execution_events.SEAM.attach(self)
+        return super().start()
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def stop(self, timeout: float = 2.0) -> bool:
         if self._hooks:
-            uninstall_hooks(self)
+            execution_events.SEAM.detach(self)
         with self._dirty_lock:
             self._objects.clear()
-        self._stop.set()
-        self._wake.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
+        ended = super().stop(timeout)
         with self._round_cond:
             self._round_cond.notify_all()
+        return ended
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+    def _interrupt(self) -> None:
+        self._wake.set()
 
     @property
     def events_emitted(self) -> int:
@@ -361,7 +291,8 @@ class ExecutionStatusWatcher:
 
     # ---------------------------------------------------------------- rounds (for idle detection)
 
-    def _changing(self, execution_arn: str) -> None:
+    def changing(self, execution_arn: str) -> None:
+        """An execution's status is about to change (moto's hook, on moto's thread)."""
         with self._dirty_lock:
             self._in_flight[execution_arn] += 1
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import uuid
+import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -78,6 +85,14 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def executing_aws(aws_env: None) -> Iterator[None]:
+    """moto in-process with its Step Functions interpreter running executions (no pipeline)."""
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        yield
 
 
 @pytest.fixture
@@ -282,12 +297,13 @@ def make_sandbox(aws_env: None):
     virtual time faster than the default 0.05, for tests that wait out alarm periods and schedules
     (handlers and workflows keep their real-time floors: nothing is cut off sooner).
     """
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.sandbox import DEFAULT_TIME_SCALE, Sandbox
 
     started: list[Sandbox] = []
 
     def start(*, time_scale: TimeScale = DEFAULT_TIME_SCALE, **parameters: str) -> Sandbox:
-        sandbox = Sandbox(parameters=parameters, time_scale=time_scale).start()
+        sandbox = pipeline_sandbox(parameters=parameters, time_scale=time_scale).start()
         started.append(sandbox)
         _wiring.reset()
         return sandbox
@@ -302,3 +318,78 @@ def make_sandbox(aws_env: None):
 def sandbox(make_sandbox):
     """A sandbox with the template's default parameters."""
     return make_sandbox()
+
+
+# -- toy functions for the sandbox's own tests (tests/sandbox/toy_handlers) ------------------
+
+TOY_HANDLERS = Path(__file__).parent / "sandbox" / "toy_handlers"
+LAMBDA_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+
+
+def placeholder_zip() -> bytes:
+    """A function's code: a placeholder, the sandbox's runtime imports the handler from sys.path."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("placeholder.py", "# the sandbox imports the handler from sys.path\n")
+    return buf.getvalue()
+
+
+def toy_role(name: str = "sbx-role") -> str:
+    """The ARN of a role Lambda and Step Functions may assume, made on first use."""
+    iam = boto3.client("iam", region_name=REGION)
+    try:
+        return str(iam.get_role(RoleName=name)["Role"]["Arn"])
+    except iam.exceptions.NoSuchEntityException:
+        return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(LAMBDA_TRUST))["Role"]["Arn"])
+
+
+def toy_function(name: str, handler: str, *, role: str = "sbx-role", timeout: int = 3, **settings: Any) -> str:
+    """A Python function whose handler is a toy module; its ARN. `settings`: more create_function
+    arguments (MemorySize, Environment)."""
+    return str(
+        boto3.client("lambda", region_name=REGION).create_function(
+            FunctionName=name,
+            Runtime="python3.11",
+            Role=toy_role(role),
+            Handler=handler,
+            Code={"ZipFile": placeholder_zip()},
+            Timeout=timeout,
+            **settings,
+        )["FunctionArn"]
+    )
+
+
+# -- `pipeops sandbox up` in its own process -------------------------------------------------
+
+
+@contextmanager
+def sandbox_up_process(*options: str, stdout: int = subprocess.PIPE) -> Iterator[subprocess.Popen[str]]:
+    """`pipeops sandbox up --json OPTIONS` in its own process, which sees none of this process's
+    AWS_ variables; stopped with SIGTERM when the block ends, which it must obey within 30 s (its
+    exit status is then `returncode`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pipeops.cli", "sandbox", "up", *options, "--json"],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        yield server
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            pytest.fail("the served sandbox did not stop on SIGTERM")

@@ -17,6 +17,7 @@ from monitors.reconcile.loop import Reconciler
 from pipeline.config import ReconcileSettings
 from pipeline.queue import JobQueue
 from pipeline.stores.audit import AuditStore
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -45,13 +46,12 @@ def build_reconciler(
 ) -> Reconciler:
     """A reconciler over the real stores; `client(service)` returns a boto3 client (AWS or the sandbox)."""
     dynamodb = client("dynamodb")
-    # The claims live in the coordination table: the reconciler reads them, only ingest writes them.
-    tracking = TrackingStore(target.tracking_table, dynamodb, claims_table=target.coordination_table)
     return Reconciler(
         semaphore=Semaphore(target.coordination_table, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), target.state_machine_arn),
-        tracking=tracking,
-        claims=tracking,
+        tracking=TrackingStore(target.tracking_table, dynamodb),
+        # The claims live in the coordination table: the reconciler reads them, only ingest writes them.
+        claims=ClaimsStore(target.tracking_table, target.coordination_table, dynamodb),
         runs=RunIndex(target.tracking_table, dynamodb),
         send=JobQueue(client("sqs"), target.main_queue_url).send,
         audit=AuditStore(target.coordination_table, dynamodb),

@@ -30,9 +30,9 @@ def sandbox_up(
     The endpoint is printed (with --json: `"ready": true`) once the stack is deployed and every
     part runs; requests that arrive earlier are held until then.
     """
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.clock import TimeScale
     from sandbox.deploy import DeployError
-    from sandbox.sandbox import Sandbox
 
     malformed = [p for p in parameter or [] if "=" not in p]
     if malformed:
@@ -47,7 +47,7 @@ def sandbox_up(
     # The endpoint is printed only once every part runs: until then the served sandbox holds
     # other clients' requests, so a script may also poll describe_stacks for CREATE_COMPLETE.
     try:
-        sbx = Sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=scale).start()
+        sbx = pipeline_sandbox(stack_name=stack_name, parameters=parameters, serve=True, port=port, time_scale=scale).start()
     except DeployError as exc:
         raise fail(f"the sandbox cannot deploy template.yaml: {exc}") from None
     except OSError as exc:  # the port is taken, or not ours to bind

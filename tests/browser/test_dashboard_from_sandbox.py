@@ -136,7 +136,7 @@ def test_the_operations_dashboard_from_a_sandbox_draws_every_chart_the_workload_
     resources = connection.resources()
     names = stack_names(resources, stack_parameters(connection, resources.stack_name), "us-east-1", template)
     assert body == resolve(operations_body(build_catalog(template), template), names)
-    # the sandbox computes percentiles (sandbox.cloudwatch_reads; raw moto fails on them): none is missing
+    # the sandbox computes percentiles (sandbox.seams.cloudwatch_reads; raw moto fails on them): none is missing
     assert not any("percentile" in note or "could not compute" in note for note in data["notes"]), data["notes"]
 
     page = (tmp_path / "ops.html").read_text(encoding="utf-8")

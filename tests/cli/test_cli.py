@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from typing import Any
@@ -15,7 +14,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from pipeops.cli import app
-from tests.conftest import envelope
+from tests.conftest import envelope, sandbox_up_process
 
 
 def all_commands(group: Any, prefix: str = "") -> dict[str, Any]:
@@ -138,14 +137,7 @@ def test_status_jobs_and_job_show_read_a_sandbox(sandbox) -> None:
 
 def test_a_served_sandbox_answers_the_cli_and_plain_boto3_in_other_processes(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pipeops.cli", "sandbox", "up", "--port", "0", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    with sandbox_up_process("--port", "0") as server:
         line = server.stdout.readline()  # type: ignore[union-attr]
         assert line, server.stderr.read()  # type: ignore[union-attr]
         info = json.loads(line)
@@ -185,11 +177,4 @@ def test_a_served_sandbox_answers_the_cli_and_plain_boto3_in_other_processes(tmp
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                           aws_access_key_id="x", aws_secret_access_key="x")
         assert info["outputs"]["InputBucketName"] in {b["Name"] for b in s3.list_buckets()["Buckets"]}
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            pytest.fail("the served sandbox did not stop on SIGTERM")
     assert server.returncode == 0

@@ -14,11 +14,8 @@ its own process is run once, as users start it.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
+from tests.conftest import sandbox_up_process
 
 STACK = "pipeops"
 START_TIMEOUT = 180.0
@@ -132,7 +130,7 @@ def test_a_client_polling_during_the_start_up_is_held_until_the_sandbox_delivers
     from moto.core.base_backend import BackendDict
 
     from pipeline.handlers import _wiring
-    from sandbox.sandbox import Sandbox
+    from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.serving import ReadinessGate
 
     owner, attribute = pause_point(pause_at)
@@ -152,7 +150,7 @@ def test_a_client_polling_during_the_start_up_is_held_until_the_sandbox_delivers
 
     monkeypatch.setattr(owner, attribute, pausing_step)
     monkeypatch.setattr(ReadinessGate, "wait", noticing_wait)
-    sandbox = Sandbox(serve=True)
+    sandbox = pipeline_sandbox(serve=True)  # as `pipeops sandbox up` composes it
     failed: list[BaseException] = []
 
     def start() -> None:
@@ -200,27 +198,12 @@ def test_a_client_polling_during_the_start_up_is_held_until_the_sandbox_delivers
 
 
 def test_uploads_right_after_create_complete_are_all_processed() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pipeops.cli", "sandbox", "up", "--port", str(port), "--json"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    with sandbox_up_process("--port", str(port), stdout=subprocess.DEVNULL) as server:
 
         def still_starting() -> None:
             assert server.poll() is None, f"sandbox up exited: {server.stderr.read()}"  # type: ignore[union-attr]
 
         outputs = wait_for_create_complete(endpoint, still_starting)
         upload_and_check_every_file_is_processed(endpoint, outputs)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            pytest.fail("the served sandbox did not stop on SIGTERM")

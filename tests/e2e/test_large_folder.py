@@ -1,4 +1,4 @@
-"""A folder of 2,000 files, in the sandbox with AWS's size limits enforced (sandbox.limits).
+"""A folder of 2,000 files, in the sandbox with AWS's size limits enforced (sandbox.seams.limits).
 
 Realtime mode: ingest closes the folder's pending run at MaxFilesPerRun files, so the folder
 becomes runs of at most that many; each run's execution carries its keys, counts and pointers,
@@ -42,9 +42,9 @@ PARAMETERS = {"MaxConcurrentWorkflows": "3"}
 
 @pytest.fixture
 def limited_sandbox(aws_env: None) -> Iterator[Any]:
-    """A sandbox with the limits on: installed before it starts (under moto_seams), removed after."""
-    from sandbox import limits
+    """A sandbox with the limits on: installed before it starts (under seams), removed after."""
     from sandbox.sandbox import Sandbox
+    from sandbox.seams import limits
 
     limits.install()
     sandbox = None

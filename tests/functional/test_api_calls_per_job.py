@@ -1,5 +1,9 @@
 """AWS API calls per job, counted on the sandbox (issue 11): a count, not a time, so it cannot creep back.
 
+Measured on realistic documents (`bench.api_calls.document`): every file carries all six entity
+types, so its detection summary is as large as a real file's and must still travel in the
+workflow's state; a summary that went through S3 would add a write and a read per file.
+
 The calls are counted on the clients the handlers use (`bench.api_calls.HandlerCallCounter`), by the
 function whose invocation made them: the sandbox's own calls (IAM enforcement, pollers, the state
 machine's interpreter, its DynamoDB status write) are not the handlers' and are not counted. Every
@@ -18,6 +22,7 @@ from bench.api_calls import (
     FOLDER_GOAL,
     SANDBOX_PARAMETERS,
     SINGLE_FILE_GOAL,
+    SIX_TYPES,
     HandlerCallCounter,
     JobCalls,
     breakdown,
@@ -32,8 +37,9 @@ from pipeline.handlers import _wiring
 # write (the file into a run with its claim, one transaction); per run, its one message.
 # Router, per run: one read (run and semaphore), the admission (slot and freeze, one transaction),
 # the pending pointer cleared, StartExecution, the ARN recorded. Tracker, per run: the release.
-# Detect, per file (blackout): read the source, write its redacted copy (the summary goes back into
-# the workflow's state, nothing else is stored). Finalize, per run: the verdict with the account.
+# Detect, per file (blackout): read the source, write its redacted copy (the summary, six types
+# and all, goes back into the workflow's state; nothing else is stored). Finalize, per run: the
+# verdict with the account, which reads nothing from S3.
 SINGLE_FILE = {
     "IngestFunction": {"dynamodb.BatchGetItem": 1, "dynamodb.TransactWriteItems": 1, "sqs.SendMessage": 1},
     "RouterFunction": {
@@ -69,9 +75,10 @@ def calls_by_function(job: JobCalls) -> dict[str, dict[str, int]]:
     return {function: dict(ops) for function, ops in calls.items()}
 
 
-def assert_calls(job: JobCalls, expected: Mapping[str, Mapping[str, int]], goal: int) -> None:
+def assert_calls(job: JobCalls, expected: Mapping[str, Mapping[str, int]], goal: int, files: int) -> None:
     message = f"handler calls by function and operation:\n{breakdown(job.counts, job.names)}"
     assert job.executions == {"SUCCEEDED": 1}, message
+    assert job.entities == {entity_type: files for entity_type in sorted(SIX_TYPES)}, job.entities
     assert calls_by_function(job) == expected, message
     assert job.total == sum(sum(ops.values()) for ops in expected.values()) <= goal, message
     assert job.coordination == sum(sum(expected[f].values()) for f in COORDINATION if f in expected), message
@@ -79,7 +86,7 @@ def assert_calls(job: JobCalls, expected: Mapping[str, Mapping[str, int]], goal:
 
 def test_a_single_file_job_costs_twelve_handler_calls(counted_sandbox) -> None:
     sandbox, counter = counted_sandbox
-    assert_calls(run_job(sandbox, counter, ["notes.txt"]), SINGLE_FILE, SINGLE_FILE_GOAL)
+    assert_calls(run_job(sandbox, counter, ["notes.txt"]), SINGLE_FILE, SINGLE_FILE_GOAL, files=1)
 
 
 def test_a_folder_of_ten_files_costs_four_calls_a_file_and_eight_a_run(counted_sandbox) -> None:
@@ -92,7 +99,7 @@ def test_a_folder_of_ten_files_costs_four_calls_a_file_and_eight_a_run(counted_s
     lost_races = job.refused.get(("IngestFunction", "dynamodb.TransactWriteItems"), 0)
     assert set(job.refused) <= {("IngestFunction", "dynamodb.TransactWriteItems")}, job.refused
     ingest = {"dynamodb.BatchGetItem": 10 + lost_races, "dynamodb.TransactWriteItems": 10 + lost_races, "sqs.SendMessage": 1}
-    assert_calls(job, {**FOLDER, "IngestFunction": ingest}, FOLDER_GOAL)
+    assert_calls(job, {**FOLDER, "IngestFunction": ingest}, FOLDER_GOAL, files=10)
 
 
 def test_a_capacity_wait_costs_one_call_beyond_its_resend(counted_sandbox) -> None:

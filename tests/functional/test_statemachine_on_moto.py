@@ -54,7 +54,7 @@ from pipeline.statemachine.build import (
 )
 from pipeline.status import JobStatus
 from pipeline.tasks import SUMMARY_MAX_BYTES
-from sandbox.limits import payload_size
+from sandbox.seams.limits import payload_size
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -255,7 +255,7 @@ def _run(
     arn = sfn.start_execution(stateMachineArn=machine, name=f"{name}-run", input=json.dumps(execution_input))[
         "executionArn"
     ]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # a hang guard, not a timing goal: the machine may be loaded
     while (described := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
         assert time.monotonic() < deadline, f"execution {name} still running"
         time.sleep(0.02)
@@ -560,7 +560,7 @@ def test_retry_mechanics_on_moto(aws: dict[str, Any]) -> None:
     assert _task_failures(result) == [CONDITIONAL_CHECK_FAILED] * 2
 
 
-# --- size: the largest run fits AWS's limits (enforced by sandbox.limits) -------------------------
+# --- size: the largest run fits AWS's limits (enforced by sandbox.seams.limits) -------------------------
 
 
 def longest_keys(count: int, prefix: str = "inbox/batch-7/") -> list[str]:
@@ -577,7 +577,7 @@ def longest_keys(count: int, prefix: str = "inbox/batch-7/") -> list[str]:
 
 @pytest.fixture
 def limited(aws: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    from sandbox import limits
+    from sandbox.seams import limits
 
     limits.install()
     try:
@@ -635,7 +635,7 @@ def test_the_largest_run_of_the_default_max_fits_every_limit(limited: dict[str, 
     kept), every summary of the largest size: the input and every state stay under half of AWS's
     limit (so JSON escaping cannot push a run over), run through the real definition."""
     from pipeline.config import DEFAULT_MAX_FILES_PER_RUN
-    from sandbox.limits import MAX_PAYLOAD_BYTES
+    from sandbox.seams.limits import MAX_PAYLOAD_BYTES
 
     # every file supported: an unsupported key is as long, but gets no summary
     execution_input = _largest_job_input(DEFAULT_MAX_FILES_PER_RUN, 0)

@@ -32,7 +32,6 @@ from sandbox.alarm_engine import (
     StateIs,
     datum_samples,
     evaluate_alarm_rule,
-    install_composite_alarm_api,
     parse_alarm_rule,
     rule_alarm_names,
     to_real,
@@ -41,6 +40,7 @@ from sandbox.alarm_engine import (
 from sandbox.clock import TimeScale
 from sandbox.deploy import DeployError, deploy
 from sandbox.sandbox import Sandbox
+from sandbox.seams import composite_alarms
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -61,12 +61,8 @@ class FakeClock:
 
 
 @pytest.fixture
-def moto_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    install_composite_alarm_api()
+def moto_env(aws_env: None) -> Iterator[None]:
+    composite_alarms.install()
     with mock_aws():
         yield
 
@@ -646,7 +642,7 @@ def test_the_background_thread_survives_a_failing_pass_and_stops(moto_env, clock
 
 def test_the_engine_works_against_a_served_moto(monkeypatch, clock) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    install_composite_alarm_api()
+    composite_alarms.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

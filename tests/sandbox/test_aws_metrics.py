@@ -171,11 +171,7 @@ def test_a_failing_cloudwatch_is_logged_and_never_raised(caplog: pytest.LogCaptu
 
 
 @pytest.fixture
-def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[LambdaRuntime]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def runtime(aws_env: None) -> Iterator[LambdaRuntime]:
     with mock_aws(), LambdaRuntime(region=REGION, time_scale=TimeScale(0.2), publish_logs=False) as rt:
         yield rt
 

@@ -1,4 +1,4 @@
-"""sandbox.cloudwatch_reads: metric reads answered from an index of the window asked for, as moto
+"""sandbox.seams.cloudwatch_reads: metric reads answered from an index of the window asked for, as moto
 answers them (where moto is right), with percentiles, and looking only at the window's datapoints."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from moto.cloudwatch.models import CloudWatchBackend
 from moto.cloudwatch.responses import CloudWatchResponse
 from moto.core.common_models import CloudWatchMetricProvider
 
-from sandbox import cloudwatch_reads, moto_seams
-from sandbox.cloudwatch_reads import STATS, moto_reads, percentile
+from sandbox import seams
+from sandbox.seams import cloudwatch_reads
+from sandbox.seams.cloudwatch_reads import STATS, moto_reads, percentile
 
 REGION = "us-east-1"
 NAMESPACE = "Test/Reads"
@@ -185,10 +186,10 @@ def test_uninstall_restores_moto_and_installs_are_counted(aws_env: None) -> None
     assert [owner.__dict__[name] for owner, name in patched] == before
 
 
-def test_moto_seams_installs_it(aws_env: None) -> None:
-    moto_seams.install()
+def test_the_seams_install_it(aws_env: None) -> None:
+    seams.install()
     try:
         assert cloudwatch_reads.installed()
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
     assert not cloudwatch_reads.installed()

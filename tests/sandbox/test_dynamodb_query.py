@@ -1,4 +1,4 @@
-"""sandbox.dynamodb_query: moto's Query handed only the queried partition, with moto's own answers."""
+"""sandbox.seams.dynamodb_query: moto's Query handed only the queried partition, with moto's own answers."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 
-from sandbox import dynamodb_query, moto_seams
-from sandbox.dynamodb_query import STATS, moto_walk
+from sandbox import seams
+from sandbox.seams import dynamodb_query
+from sandbox.seams.dynamodb_query import STATS, moto_walk
 
 REGION = "us-east-1"
 _names = itertools.count()
@@ -289,12 +290,12 @@ def test_uninstall_restores_moto_and_installs_are_counted(aws_env: None) -> None
     assert [owner.__dict__[name] for owner, name in patched] == before
 
 
-def test_moto_seams_installs_it(aws_env: None) -> None:
-    moto_seams.install()
+def test_the_seams_install_it(aws_env: None) -> None:
+    seams.install()
     try:
         assert dynamodb_query.installed()
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
     assert not dynamodb_query.installed()
 
 

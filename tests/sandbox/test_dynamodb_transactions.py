@@ -1,4 +1,4 @@
-"""sandbox.dynamodb_transactions: a transaction backs up the items it names, not its tables, and
+"""sandbox.seams.dynamodb_transactions: a transaction backs up the items it names, not its tables, and
 answers and leaves the tables exactly as moto's own would."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from sandbox import moto_seams
+from sandbox import seams
 
 REGION = "us-east-1"
 TABLES = ("runs", "claims")
@@ -40,11 +40,11 @@ def ddb(aws_env: None) -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
         _create_tables(client)
-        moto_seams.install()
+        seams.install()
         try:
             yield client
         finally:
-            moto_seams.uninstall()
+            seams.uninstall()
 
 
 def key(table: str, name: str) -> dict[str, Any]:
@@ -100,11 +100,11 @@ def test_moto_no_longer_copies_whole_tables_but_still_copies_items(ddb: Any) -> 
     item = {"a": [1, 2]}
     copied = models.copy.deepcopy(item)
     assert copied == item and copied is not item and copied["a"] is not item["a"]
-    moto_seams.uninstall()
+    seams.uninstall()
     try:
         assert models.copy.deepcopy(table) is not table  # moto's own, once the seams are off
     finally:
-        moto_seams.install()
+        seams.install()
 
 
 # -- the same transactions with and without the seam leave the same tables ---------------------
@@ -143,15 +143,15 @@ def _apply(client: Any, transactions: list[list[tuple[str, str, str, str | None,
 @given(transactions=st.lists(_TRANSACTION, min_size=1, max_size=6))
 def test_with_or_without_the_seam_the_same_answers_and_tables(aws_env: None, transactions: list) -> None:
     outcomes = []
-    for seams in (False, True):
+    for with_seams in (False, True):
         with mock_aws():
             client = boto3.client("dynamodb", region_name=REGION)
             _create_tables(client)
-            if seams:
-                moto_seams.install()
+            if with_seams:
+                seams.install()
             try:
                 outcomes.append((_apply(client, transactions), everything(client)))
             finally:
-                if seams:
-                    moto_seams.uninstall()
+                if with_seams:
+                    seams.uninstall()
     assert outcomes[0] == outcomes[1]

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
-import zipfile
-from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from sandbox import emf
 from sandbox.runtime import LambdaRuntime
+from tests.conftest import TOY_HANDLERS, placeholder_zip
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 TS_MS = 1_764_400_000_000  # 2025-11-29T07:06:40Z
 
@@ -99,21 +95,6 @@ def test_empty_dimensions_mean_no_dimensions_and_long_lists_are_chunked():
     assert [len(c["Values"]) for c in chunks] == [150, 150, 100]
 
 
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch):
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
-        yield
-
-
 def _stats(cw, namespace: str, name: str, dims: dict[str, str], unit: str, start, end) -> dict:
     resp = cw.get_metric_statistics(
         Namespace=namespace,
@@ -153,13 +134,6 @@ def _dimension_sets(cw, namespace: str, name: str) -> set[tuple[str, ...]]:
     return {tuple(sorted(d["Name"] for d in m["Dimensions"])) for m in metrics}
 
 
-def _dummy_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("placeholder.py", "")
-    return buf.getvalue()
-
-
 def test_handler_emf_output_becomes_metrics_and_logs(aws):
     iam = boto3.client("iam", region_name=REGION)
     role = iam.create_role(RoleName="sbx-emf-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
@@ -169,7 +143,7 @@ def test_handler_emf_output_becomes_metrics_and_logs(aws):
         Runtime="python3.11",
         Role=role,
         Handler="sbx_emf.handler",
-        Code={"ZipFile": _dummy_zip()},
+        Code={"ZipFile": placeholder_zip()},
     )
     start = dt.datetime.now(tz=dt.UTC) - dt.timedelta(minutes=1)
     with LambdaRuntime(region=REGION, extra_sys_path=[TOY_HANDLERS]) as runtime:

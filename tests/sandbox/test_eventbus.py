@@ -7,19 +7,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from sandbox.clock import TimeScale
 from sandbox.eventbus import EventBus
 from sandbox.runtime import LambdaRuntime
+from tests.conftest import TOY_HANDLERS, toy_function, toy_role
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 STATUS_DETAIL_TYPE = "Step Functions Execution Status Change"
 PASS_DEFINITION = {"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": {"ok": 1}, "End": True}}}
@@ -31,20 +29,9 @@ WAIT_DEFINITION = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
-    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield
-        _drain_executions()
+def aws(executing_aws: None) -> Iterator[None]:
+    yield
+    _drain_executions()
 
 
 @pytest.fixture
@@ -97,23 +84,8 @@ def _drain_executions() -> None:
         time.sleep(0.05)
 
 
-def _role_arn() -> str:
-    iam = boto3.client("iam", region_name=REGION)
-    try:
-        return iam.get_role(RoleName="sbx-evt-role")["Role"]["Arn"]
-    except iam.exceptions.NoSuchEntityException:
-        return iam.create_role(RoleName="sbx-evt-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-
-
 def make_function(name: str, handler: str = "sbx_evt_record.handler", timeout: int = 5) -> str:
-    return boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name,
-        Runtime="python3.11",
-        Role=_role_arn(),
-        Handler=handler,
-        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},  # empty zip: the runtime imports from sys.path
-        Timeout=timeout,
-    )["FunctionArn"]
+    return toy_function(name, handler, role="sbx-evt-role", timeout=timeout)
 
 
 def make_queue(name: str) -> tuple[str, str]:
@@ -146,7 +118,7 @@ def make_rule(name: str, targets: list[dict[str, Any]], pattern: dict | None = N
 
 def make_state_machine(name: str, definition: dict) -> str:
     return boto3.client("stepfunctions", region_name=REGION).create_state_machine(
-        name=name, definition=json.dumps(definition), roleArn=_role_arn()
+        name=name, definition=json.dumps(definition), roleArn=toy_role("sbx-evt-role")
     )["stateMachineArn"]
 
 
@@ -182,13 +154,7 @@ def status_pattern(**detail: list[str]) -> dict[str, Any]:
 
 def test_moto_gaps_this_module_fills(aws: None) -> None:
     """Pins moto 5.2.5 (no bus started): Lambda targets fail put_events; S3's own event is not AWS-shaped."""
-    fn_arn = boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName="sbx-evt-plain",
-        Runtime="python3.11",
-        Role=_role_arn(),
-        Handler="x.handler",
-        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-    )["FunctionArn"]
+    fn_arn = toy_function("sbx-evt-plain", "x.handler", role="sbx-evt-role")
     make_rule("to-lambda", [{"Id": "l", "Arn": fn_arn}], {"source": ["custom"]})
     events = boto3.client("events", region_name=REGION)
     with pytest.raises(NotImplementedError):
@@ -575,17 +541,17 @@ def test_an_event_arriving_the_instant_the_bus_installs_is_delivered(
 ) -> None:
     """S3 events may arrive on another thread as soon as the seams are in: they must be queued
     for the workers, not fail on an empty shard list (ZeroDivisionError) or be dropped."""
-    import sandbox.eventbus as eventbus
+    from sandbox.seams import eventbridge_routes
 
     target = make_function("sbx-evt-early")
     make_rule("early", [{"Id": "t", "Arn": target}], {"source": ["pipeops.test"]})
-    installed = eventbus._install
+    attach = eventbridge_routes.SEAM.attach
 
-    def install_then_emit(bus: EventBus) -> None:
-        installed(bus)
+    def attach_then_emit(bus: EventBus) -> None:
+        attach(bus)
         bus.emit({"source": "pipeops.test", "detail-type": "Early", "detail": {"n": 1}})
 
-    monkeypatch.setattr(eventbus, "_install", install_then_emit)
+    monkeypatch.setattr(eventbridge_routes.SEAM, "attach", attach_then_emit)
     bus = EventBus(runtime, region=REGION, poll_interval=0.05, time_scale=TimeScale(0.02)).start()
     try:
         assert bus.wait_until_idle(10)

@@ -19,9 +19,9 @@ import pytest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
-from sandbox import iam_enforcement
 from sandbox.iam import IamSandboxError
 from sandbox.iam_enforcement import IamEnforcement
+from sandbox.seams import iam_calls
 
 PROBE_HANDLER = f"{__name__}.probe"
 FUNCTION_OUTPUTS = {
@@ -333,7 +333,7 @@ def test_enforcement_can_be_turned_off(aws_env: None) -> None:
 
     with Sandbox(enforce_iam=False) as sandbox:
         _wiring.reset()
-        assert sandbox.iam is None and not iam_enforcement.installed()
+        assert sandbox.iam is None and not iam_calls.SEAM.attached()
         table = sandbox.outputs["TrackingTableName"]
         tracker = as_probe(sandbox, "WorkflowTrackerFunctionName")
         result = run_probe(sandbox, tracker, "dynamodb", "delete_item", TableName=table, Key=tracking_key())
@@ -541,18 +541,18 @@ def _document(raw: Any) -> dict[str, Any]:
 def test_the_seam_is_counted_and_restores_botocore() -> None:
     original = BaseClient.__dict__["_make_api_call"]
     first, second = IamEnforcement("us-east-1"), IamEnforcement("us-east-1")
-    iam_enforcement.install(first)
-    iam_enforcement.install(second)
+    iam_calls.SEAM.attach(first)
+    iam_calls.SEAM.attach(second)
     try:
         assert BaseClient.__dict__["_make_api_call"] is not original
-        iam_enforcement.uninstall(first)
-        assert iam_enforcement.installed()
+        iam_calls.SEAM.detach(first)
+        assert iam_calls.SEAM.attached()
         assert BaseClient.__dict__["_make_api_call"] is not original
     finally:
-        iam_enforcement.uninstall(second)
-        iam_enforcement.uninstall(first)  # a second uninstall is harmless
+        iam_calls.SEAM.detach(second)
+        iam_calls.SEAM.detach(first)  # a second uninstall is harmless
     assert BaseClient.__dict__["_make_api_call"] is original
-    assert not iam_enforcement.installed()
+    assert not iam_calls.SEAM.attached()
 
 
 @pytest.mark.parametrize("via", ["thread", "pool"])

@@ -1,4 +1,4 @@
-"""sandbox.limits: AWS's size limits enforced in moto (256 KiB Step Functions payloads, 400 KB items).
+"""sandbox.seams.limits: AWS's size limits enforced in moto (256 KiB Step Functions payloads, 400 KB items).
 
 Each limit is pinned twice: what moto does without the patch is what docs/ARCHITECTURE.md#what-moto-does-not-do says (so a
 moto upgrade that changes it is noticed), and with the patch the limit fires exactly at AWS's
@@ -18,7 +18,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sandbox import limits, moto_seams
+from sandbox import seams
+from sandbox.seams import limits
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/workflow"
@@ -284,7 +285,7 @@ def test_a_transaction_with_an_item_over_400_kb_is_cancelled_whole(aws: dict[str
 def test_limits_hold_with_the_atomic_seams_stacked_either_way(aws: dict[str, Any]) -> None:
     ddb = aws["ddb"]
     over = {"pk": {"S": "b"}, "v": {"S": "x" * limits.MAX_ITEM_BYTES}}
-    for first, second in ((moto_seams, limits), (limits, moto_seams)):
+    for first, second in ((seams, limits), (limits, seams)):
         first.install()
         second.install()
         try:
@@ -293,7 +294,7 @@ def test_limits_hold_with_the_atomic_seams_stacked_either_way(aws: dict[str, Any
         finally:
             second.uninstall()
             first.uninstall()
-    assert not limits.installed() and not moto_seams.installed()
+    assert not limits.installed() and not seams.installed()
 
 
 # --------------------------------------------------------------------------- install / uninstall

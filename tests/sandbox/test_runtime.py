@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
-import logging
 import os
 import re
 import sys
 import threading
 import time
-import zipfile
-from pathlib import Path
 
 import boto3
 import pytest
@@ -20,30 +16,16 @@ from moto import mock_aws
 
 from sandbox.clock import TimeScale
 from sandbox.runtime import TIMEOUT_ERROR_TYPE, LambdaRuntime
+from tests.conftest import TOY_HANDLERS, toy_function, toy_role
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 SCALE = TimeScale(0.2)  # Timeout 1 s -> cut off after 0.2 s
 
 
-def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "SBX_GREETING"):
-        monkeypatch.delenv(key, raising=False)
-
-
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch):
-    _fake_credentials(monkeypatch)
-    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield
+def aws(executing_aws: None, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SBX_GREETING", raising=False)
+    yield
 
 
 @pytest.fixture
@@ -52,44 +34,8 @@ def runtime(aws):
         yield rt
 
 
-def _dummy_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("placeholder.py", "# the sandbox imports the handler from sys.path\n")
-    return buf.getvalue()
-
-
-def _role_arn() -> str:
-    iam = boto3.client("iam", region_name=REGION)
-    try:
-        return iam.get_role(RoleName="sbx-role")["Role"]["Arn"]
-    except iam.exceptions.NoSuchEntityException:
-        doc = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        return iam.create_role(RoleName="sbx-role", AssumeRolePolicyDocument=json.dumps(doc))["Role"]["Arn"]
-
-
 def make_function(name: str, handler: str, timeout: int = 3, env: dict[str, str] | None = None) -> str:
-    client = boto3.client("lambda", region_name=REGION)
-    resp = client.create_function(
-        FunctionName=name,
-        Runtime="python3.11",
-        Role=_role_arn(),
-        Handler=handler,
-        Code={"ZipFile": _dummy_zip()},
-        Timeout=timeout,
-        MemorySize=256,
-        Environment={"Variables": env or {}},
-    )
-    return resp["FunctionArn"]
+    return toy_function(name, handler, timeout=timeout, MemorySize=256, Environment={"Variables": env or {}})
 
 
 def invoke(name: str, event: object, log_type: str = "None") -> tuple[dict, object]:
@@ -101,7 +47,7 @@ def invoke(name: str, event: object, log_type: str = "None") -> tuple[dict, obje
 
 def run_state_machine(definition: dict, event: dict, name: str) -> dict:
     sfn = boto3.client("stepfunctions", region_name=REGION)
-    arn = sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=_role_arn())[
+    arn = sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=toy_role())[
         "stateMachineArn"
     ]
     execution = sfn.start_execution(stateMachineArn=arn, name=f"{name}-run", input=json.dumps(event))
@@ -259,8 +205,7 @@ def test_invoke_direct_uses_the_same_runner(runtime):
     assert runtime.invocations[-1].request_id == result.request_id
 
 
-def test_use_docker_false_is_routed_to_the_runner(monkeypatch):
-    _fake_credentials(monkeypatch)
+def test_use_docker_false_is_routed_to_the_runner(aws_env: None) -> None:
     with (
         mock_aws(config={"lambda": {"use_docker": False}}),
         LambdaRuntime(region=REGION, extra_sys_path=[TOY_HANDLERS]),

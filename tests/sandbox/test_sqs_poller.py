@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import io
 import json
 import threading
 import time
-import zipfile
-from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from sandbox.clock import TimeScale
 from sandbox.runtime import LambdaRuntime
+from sandbox.seams import sqs_native_mappings
 from sandbox.sqs_poller import (
     _WAKES,
     _WAKES_LOCK,
@@ -25,35 +22,14 @@ from sandbox.sqs_poller import (
     SqsMapping,
     _Wake,
     build_sqs_event,
-    native_sqs_event_sources_disabled,
-    native_sqs_event_sources_disabled_now,
     parse_batch_item_failures,
     pollers_for,
     receivable_in,
 )
+from tests.conftest import TOY_HANDLERS, toy_function
 
-TOY_HANDLERS = Path(__file__).parent / "toy_handlers"
 REGION = "us-east-1"
 SCALE = TimeScale(0.25)  # batching window 4 s -> 1 s; visibility 2 s -> 0 s on failure
-
-
-def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch):
-    _fake_credentials(monkeypatch)
-    with mock_aws():
-        yield
 
 
 @pytest.fixture
@@ -88,42 +64,8 @@ def pollers():
 # --------------------------------------------------------------------------- helpers
 
 
-def _dummy_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("placeholder.py", "# the sandbox imports the handler from sys.path\n")
-    return buf.getvalue()
-
-
-def _role_arn() -> str:
-    iam = boto3.client("iam", region_name=REGION)
-    try:
-        return iam.get_role(RoleName="sbx-sqs-role")["Role"]["Arn"]
-    except iam.exceptions.NoSuchEntityException:
-        doc = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "lambda.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-        return iam.create_role(RoleName="sbx-sqs-role", AssumeRolePolicyDocument=json.dumps(doc))["Role"][
-            "Arn"
-        ]
-
-
 def make_function(name: str, handler: str, timeout: int = 3) -> str:
-    return boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name,
-        Runtime="python3.11",
-        Role=_role_arn(),
-        Handler=handler,
-        Code={"ZipFile": _dummy_zip()},
-        Timeout=timeout,
-    )["FunctionArn"]
+    return toy_function(name, handler, role="sbx-sqs-role", timeout=timeout)
 
 
 def make_queue(name: str, visibility: int = 2, max_receive: int = 2) -> tuple[str, str, str]:
@@ -214,14 +156,14 @@ def test_moto_native_delivery_is_neutralised_and_the_mapping_stays_registered(re
     assert [c["bodies"] for c in recorder.calls("sbx-sqs-native")] == [["delivered-by-moto"]]
     assert counts(url) == (0, 0)
 
-    with native_sqs_event_sources_disabled():
-        assert native_sqs_event_sources_disabled_now()
+    with sqs_native_mappings.disabled():
+        assert sqs_native_mappings.installed()
         send(url, ["stays-queued"])
         assert len(recorder.calls("sbx-sqs-native")) == 1  # no synchronous invocation any more
         assert counts(url) == (1, 0)
         listed = boto3.client("lambda", region_name=REGION).list_event_source_mappings(EventSourceArn=arn)
         assert [(m["UUID"], m["State"]) for m in listed["EventSourceMappings"]] == [(uuid, "Enabled")]
-    assert Queue.__dict__["add_message"] is original and not native_sqs_event_sources_disabled_now()
+    assert Queue.__dict__["add_message"] is original and not sqs_native_mappings.installed()
 
 
 # --------------------------------------------------------------------------- batches
@@ -238,7 +180,7 @@ def test_25_messages_arrive_in_batches_of_at_most_ten_with_the_lambda_event_shap
         "traceparent": {"DataType": "String", "StringValue": "00-abc-def-01"},
         "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
     }
-    with native_sqs_event_sources_disabled():  # nothing may be delivered before the poller runs
+    with sqs_native_mappings.disabled():  # nothing may be delivered before the poller runs
         send(url, bodies, MessageAttributes=attributes)
 
     poller = start_poller(runtime, pollers, poll_wait_seconds=1)  # the default: 1 s long polls
@@ -298,7 +240,7 @@ def test_a_batch_size_above_ten_is_gathered_from_several_receives(recorder, runt
     url, arn, _ = make_queue("big-batch")
     make_function("sbx-sqs-big", "sbx_sqs_recorder.handler")
     make_mapping("sbx-sqs-big", arn, window=4, batch_size=25)
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         send(url, [f"m{i}" for i in range(30)])
     poller = start_poller(runtime, pollers)
     assert poller.wait_until_idle(timeout=10)
@@ -327,7 +269,7 @@ def test_a_reported_item_failure_is_retried_alone_and_then_lands_in_the_dlq(reco
     url, arn, dlq_url = make_queue("partial", visibility=1, max_receive=2)
     make_function("sbx-sqs-partial", "sbx_sqs_recorder.handler")
     uuid = make_mapping("sbx-sqs-partial", arn, window=0)
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         send(url, ["ok-1", "ok-2", "fail-me", "ok-3", "ok-4"])
 
     poller = start_poller(runtime, pollers, time_scale=TimeScale(1.0))
@@ -358,7 +300,7 @@ def test_a_handler_that_raises_fails_the_whole_batch_which_is_redelivered(record
     url, arn, dlq_url = make_queue("raises", visibility=2, max_receive=3)
     make_function("sbx-sqs-raises", "sbx_sqs_recorder.raise_on_first_delivery")
     uuid = make_mapping("sbx-sqs-raises", arn, window=0)
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         send(url, ["a", "b", "c"])
 
     poller = start_poller(runtime, pollers)  # scaled: visibility 2 s -> 0 s after the failure
@@ -385,7 +327,7 @@ def test_an_unknown_item_identifier_fails_the_whole_batch(recorder, runtime, pol
     url, arn, _ = make_queue("unknown-id", visibility=2, max_receive=3)
     make_function("sbx-sqs-unknown", "sbx_sqs_recorder.unknown_identifier_on_first_delivery")
     uuid = make_mapping("sbx-sqs-unknown", arn, window=0)
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         send(url, ["x", "y"])
 
     poller = start_poller(runtime, pollers)
@@ -544,7 +486,7 @@ def test_wait_until_idle_times_out_while_messages_wait_for_a_stopped_poller(reco
     poller = start_poller(runtime, pollers)
     assert poller.wait_until_idle(timeout=5)  # empty queue: idle at once
     poller.stop()
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         send(url, ["nobody-home"])
     # messages waiting for a stopped poller are work not done
     assert not poller.idle()
@@ -580,7 +522,7 @@ def test_a_send_tells_the_workers_of_that_queue_when_the_message_becomes_receiva
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     other = boto3.client("sqs", region_name=REGION).create_queue(QueueName="other")["QueueUrl"]
     wake = _Wake()
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         with _WAKES_LOCK:
             _WAKES.setdefault(arn, set()).add(wake)
         try:
@@ -642,7 +584,7 @@ def test_concurrent_batches_each_hold_their_own_messages(runtime, pollers):
     url, arn, dlq_url = make_queue("concurrent", visibility=120)
     make_function("sbx-sqs-concurrent", "sbx_block.handler", timeout=120)  # 30 s real: never cut off
     uuid = make_mapping("sbx-sqs-concurrent", arn, window=0, batch_size=1)
-    with native_sqs_event_sources_disabled():
+    with sqs_native_mappings.disabled():
         send(url, [f"m{i}" for i in range(5)])
     poller = start_poller(runtime, pollers, concurrency=3)
     try:

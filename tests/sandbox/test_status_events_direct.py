@@ -15,7 +15,8 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from sandbox import status_events
-from sandbox.status_events import ExecutionStatusWatcher, client_description, install_hooks, uninstall_hooks
+from sandbox.seams import execution_events
+from sandbox.status_events import ExecutionStatusWatcher, client_description
 
 REGION = "us-east-1"
 OTHER_REGION = "eu-west-1"
@@ -69,7 +70,7 @@ def watched(aws: None) -> Iterator[Callable[..., Watched]]:
     yield make
     for w in made:
         w.watcher.stop()
-        uninstall_hooks(w.watcher)
+        execution_events.SEAM.detach(w.watcher)
 
 
 def _role_arn() -> str:
@@ -243,19 +244,19 @@ def test_a_terminal_status_read_while_its_change_is_made_waits_for_that_change(
     direct = watched()
     watcher = direct.watcher  # not started: the test takes the thread's looks by hand
     watcher.baseline()
-    install_hooks(watcher)
+    execution_events.SEAM.attach(watcher)
     in_flight, during_read = start(machine, "in-flight"), start(machine, "during-read")
     wait_status(in_flight), wait_status(during_read)  # SUCCEEDED and reported
 
     # a change still being made when the status is read (moto sets the output just after it)
-    watcher._changing(in_flight)
+    watcher.changing(in_flight)
     # a change begun and reported while the watcher reads
     read, changes = status_events.client_description, [during_read]
 
     def read_while_it_changes(execution: Any) -> dict[str, Any]:
         if execution.execution_arn in changes:
             changes.remove(execution.execution_arn)
-            watcher._changing(during_read)
+            watcher.changing(during_read)
             watcher.notify(during_read)
         return read(execution)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.report import TITLE, calls_per_job, findings, render, spread
+from bench.report import calls_per_job, derived, render, spread
 
 
 def _run(wall: float, jobs: int, *, router_waits: int, direct_extra: int = 0) -> dict[str, Any]:
@@ -111,7 +111,6 @@ RESULTS: dict[str, Any] = {
             "count": 400,
             "samples": [700.0, 650.0, 720.0],
             "median": 700.0,
-            "reference": "~700/s",
         },
         {"key": "client_creation", "operation": "boto3 client creation", "unit": "ms", "count": 40, "samples": [4.0], "median": 4.0},
     ],
@@ -134,12 +133,13 @@ def test_calls_per_job_pools_runs_by_completed_jobs() -> None:
     assert calls_per_job(RESULTS["configs"][0], "stepfunctions")[("ASL interpreter (Task states)", "lambda", "Invoke")] == 4.0
 
 
-def test_render_has_every_section_and_the_numbers() -> None:
+def test_render_has_every_table_and_the_numbers_and_no_title_or_analysis() -> None:
+    """The section holds tables; the title and what the numbers mean are written by hand around it."""
     text = render(RESULTS)
-    assert text.startswith(TITLE + "\n")
+    assert not text.startswith("# ")
     for heading in (
         "## Machine",
-        "## What was measured, and how",
+        "## Parameters of this run",
         "## Headline: whole-pipeline throughput",
         "## Sandbox start-up",
         "## Per run",
@@ -148,14 +148,16 @@ def test_render_has_every_section_and_the_numbers() -> None:
         "### Made by Step Functions",
         "## Where the time goes",
         "## Raw moto throughput",
-        "## What is slow, and why",
+        "## Figures the analysis reads",
     ):
         assert heading in text, heading
+    assert "What is slow" not in text and "**The sandbox is CPU-bound" not in text
     assert "2026-01-01 00:00 UTC" in text
     assert "`python -m bench.e2e --quick`" in text
     assert "5.2.5 / 1.44.8 / 1.44.8" in text
     assert "| `single` | 10 | 20 (10-30) | 3 | 2.50 (2.00-3.00) |" in text  # jobs and wall: median (min-max)
-    assert "700 (650-720) ops/s" in text and "~700/s" in text
+    assert "700 (650-720) ops/s" in text
+    assert "| time scale | 0.05 |" in text and "| concurrency slots | 10 |" in text
     assert "every call was seen" in text
 
 
@@ -174,16 +176,19 @@ def test_cross_check_mismatch_is_flagged() -> None:
     assert "**they differ**" in render(results)
 
 
-def test_findings_are_computed_from_the_numbers() -> None:
-    text = "\n".join(findings(RESULTS))
-    assert "CPU-bound" in text and "CPU time is 0.90x the wall time" in text
-    assert "90 ms of CPU" in text  # the ASL parse
-    assert "9 Task calls per job" in text  # 4 Invoke + 5 UpdateItem by the interpreter
-    assert "Lambda timeouts in these runs: 0" in text
+def test_the_figures_the_analysis_reads_are_computed_from_the_numbers() -> None:
+    figures = dict(derived(RESULTS))
+    assert figures["process CPU / wall time, per run"] == "0.90x (3 runs)"
+    assert figures["moto's parse of the definition (top-level states)"] == "90 ms (2)"
+    assert figures["Task calls per job by the interpreter"] == "9"  # 4 Invoke + 5 UpdateItem by the interpreter
+    assert figures["Lambda timeouts in the timed windows"] == "0"
+    assert figures["router batch, median per run"] == "800 ms"
+    assert figures["failed Lambda invocations in the timed windows"] == "0"
+    assert "| Lambda timeouts in the timed windows | 0 |" in render(RESULTS)
 
 
 def test_render_survives_empty_and_partial_results() -> None:
-    assert render({}).startswith(TITLE)
+    assert render({}).startswith("Measured by `python -m bench.e2e`")
     partial = copy.deepcopy(RESULTS)
     for run in partial["configs"][0]["runs"]:
         for key in ("cpu_by_thread", "state_times", "settings", "functions", "calls"):
@@ -216,16 +221,16 @@ def test_failures_are_listed_and_environment_key_errors_explained() -> None:
     assert "| `single` 2 | execution FAILED | LambdaFunctionFailed Exception: 'STATE_MACHINE_ARN' |" in section
     assert "| 3.00 | 2.70 | 29 / 30 |" in text  # wall, last work, completed jobs against expected
     assert "Runs with a Lambda timeout (`single` 2) carry an extra visibility timeout" in text
-    bullets = "\n".join(findings(results))
-    assert "Environment races fail jobs" in bullets and "'STATE_MACHINE_ARN'" in bullets
-    assert "`single` run 2: no visible tail (3.00 s against 2.25 s)" in bullets
+    figures = dict(derived(results))
+    assert figures["errors that are an environment variable's name (os.environ raced)"] == "'STATE_MACHINE_ARN'"
+    assert figures["Lambda timeouts in the timed windows"] == "1"
     assert "## Failures seen" not in render(RESULTS)
 
 
-def test_retry_floor_statement_follows_the_counted_retries() -> None:
-    assert "did not apply here" in "\n".join(findings(RESULTS))
+def test_retried_failures_are_counted_from_the_sampled_histories() -> None:
+    key = "failed events in 3 sampled and the failed executions (with an error a Retry lists)"
+    assert dict(derived(RESULTS))[key] == "0 (0)"
     results = copy.deepcopy(RESULTS)
     results["configs"][0]["runs"][0]["state_times"][0]["(failed events)"] = 2.0
     results["configs"][0]["runs"][0]["state_times"][0]["(retried failures)"] = 2.0
-    text = "\n".join(findings(results))
-    assert "**The ASL Retry floor.**" in text and "2 of them with an error a Retry lists" in text
+    assert dict(derived(results))[key] == "2 (2)"

@@ -1,11 +1,11 @@
-"""Benchmark-owned sections of docs/PERFORMANCE.md: replaced in place, appended when absent,
-carried over when bench.e2e rewrites the file."""
+"""Benchmark-owned sections of docs/PERFORMANCE.md: replaced in place, appended when absent; the
+prose outside them, written by hand, is never touched (bench.e2e included)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.sections import block, keep_sections, replace_section, sections
+from bench.sections import block, replace_section, sections, write_section
 
 DOC = "# Title\n\nIntro.\n\n<!-- bench:reconcile -->\n## Old\nold numbers\n<!-- /bench:reconcile -->\n\n## After\n\nKept.\n"
 
@@ -59,24 +59,29 @@ def test_sections_lists_well_formed_blocks_in_order() -> None:
     assert found["b"] == "<!-- bench:b -->\nB\n<!-- /bench:b -->"
 
 
-def test_keep_sections_carries_over_what_the_new_text_lacks() -> None:
-    new = "# Title\n\nFresh render.\n"
-    kept = keep_sections(DOC, new)
-    assert kept == (
-        "# Title\n\nFresh render.\n\n<!-- bench:reconcile -->\n## Old\nold numbers\n<!-- /bench:reconcile -->\n"
-    )
-    assert keep_sections(kept, new) == kept  # a second rewrite keeps it exactly once
-    newer = replace_section(new, "reconcile", "newer")
-    assert keep_sections(DOC, newer) == newer  # the new text's own version wins
-    assert keep_sections("", new) == new
-
-
-def test_the_e2e_benchmark_keeps_other_benchmarks_sections(tmp_path) -> None:
-    from bench.e2e import _write_report
-
+def test_write_section_touches_only_its_markers_and_keeps_the_prose_written_by_hand(tmp_path) -> None:
     out = tmp_path / "docs" / "PERFORMANCE.md"
-    _write_report(out, "# First render\n")
-    assert out.read_text() == "# First render\n"
-    out.write_text(replace_section(out.read_text(), "reconcile", "reconcile numbers"))
-    _write_report(out, "# Second render\n")
-    assert out.read_text() == "# Second render\n\n<!-- bench:reconcile -->\nreconcile numbers\n<!-- /bench:reconcile -->\n"
+    write_section(out, "e2e", "first numbers")
+    assert out.read_text() == "<!-- bench:e2e -->\nfirst numbers\n<!-- /bench:e2e -->\n"
+    out.write_text("# Title\n\nProse by hand.\n\n" + out.read_text() + "\nMore prose.\n" + DOC)
+    write_section(out, "e2e", "second numbers")
+    assert out.read_text() == (
+        "# Title\n\nProse by hand.\n\n<!-- bench:e2e -->\nsecond numbers\n<!-- /bench:e2e -->\n\nMore prose.\n" + DOC
+    )
+
+
+def test_the_e2e_benchmark_writes_only_its_section(tmp_path, monkeypatch) -> None:
+    from bench import e2e
+
+    out = tmp_path / "PERFORMANCE.md"
+    hand_written = DOC.replace("Intro.", "What is slow, by hand.")
+    out.write_text(hand_written)
+    saved = tmp_path / "results.json"
+    saved.write_text('{"meta": {"date": "2026-01-01 00:00 UTC"}, "configs": []}')
+    monkeypatch.setattr(e2e.ApiCallCounter, "install", lambda self: self)
+    monkeypatch.setattr(e2e.ThreadCpuMeter, "install", lambda self: self)
+    assert e2e.main(["--render", str(saved), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith(hand_written)
+    assert "2026-01-01 00:00 UTC" in sections(text)["e2e"]
+    assert sections(text)["reconcile"] == sections(DOC)["reconcile"]

@@ -4,7 +4,7 @@ A run's file keys travel three ways: in its tracking item (DynamoDB, 400 KB = 40
 item), in its execution's input and every state (Step Functions, 256 KiB = 262,144 bytes), and as
 events in its execution history (25,000 at most). The worst case of each is built here for the
 default (and largest allowed) MaxFilesPerRun with keys of S3's maximum length, 1,024 bytes, and
-measured with the sandbox's own size functions (sandbox.limits, the ones that enforce the limits).
+measured with the sandbox's own size functions (sandbox.seams.limits, the ones that enforce the limits).
 
     tracking item  ~ N x (1,024 key in `files` + 1,024 key + 128 error + 300 message in
                      `failed_files`) + 1 KB cause + small fields    = 253,211 bytes for N = 100
@@ -31,9 +31,9 @@ from pipeline.config import DEFAULT_MAX_FILES_PER_RUN, Settings, load_settings
 from pipeline.jobs import RunRef, execution_name, format_timestamp
 from pipeline.routing import execution_input
 from pipeline.stores._dynamodb import to_attribute
-from pipeline.stores.tracking import RunRecord, _queued_run_item
+from pipeline.stores.tracking import RunRecord, queued_run_item
 from pipeline.tasks import MAX_MESSAGE_BYTES, SUMMARY_MAX_BYTES
-from sandbox.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
+from sandbox.seams.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
 
 ROOT = Path(__file__).resolve().parents[2]
 N = DEFAULT_MAX_FILES_PER_RUN
@@ -67,7 +67,7 @@ def test_the_largest_tracking_item_stays_well_under_400_kb() -> None:
     keys = longest_keys(N)
     now = datetime(2026, 1, 1, tzinfo=UTC)
     run = RunRef("j" * 1024, format_timestamp(now))  # a root-level file is its own job: a key
-    item = _queued_run_item(run, keys, "b" * 63, now)
+    item = queued_run_item(run, keys, "b" * 63, now)
     message = "m" * MAX_MESSAGE_BYTES
     error = "E" * MAX_ERROR_NAME_BYTES
     # every file failed, with the longest error and message the record keeps
@@ -92,7 +92,7 @@ def test_the_largest_tracking_item_stays_well_under_400_kb() -> None:
     size = item_size(item)
     assert size < MAX_ITEM_BYTES / 1.6, size
     # the router's interim shape (every file unsupported, listed twice) is smaller still
-    interim = _queued_run_item(run, keys, "b" * 63, now) | {"failed_files": to_attribute({"unsupported": keys})}
+    interim = queued_run_item(run, keys, "b" * 63, now) | {"failed_files": to_attribute({"unsupported": keys})}
     assert item_size(interim) < size
     assert RunRecord.from_item(item).files == tuple(sorted(keys))
 

@@ -1,4 +1,4 @@
-"""sandbox.moto_seams: moto made to behave as AWS where the sandbox relies on it."""
+"""sandbox.seams: moto made to behave as AWS where the sandbox relies on it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.responses import DynamoHandler
 
-from sandbox import moto_seams
+from sandbox import seams
 
 REGION = "us-east-1"
 TABLE = "seams"
@@ -71,7 +71,7 @@ def acquire_release_pairs(ddb: Any, holder: str, failures: list[str]) -> None:
 def test_concurrent_conditional_writes_to_one_item_lose_nothing(table: Any) -> None:
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL)  # interleave the threads' calls finely: a race shows at once
-    moto_seams.install()
+    seams.install()
     try:
         failures: list[str] = []
         threads = [
@@ -82,7 +82,7 @@ def test_concurrent_conditional_writes_to_one_item_lose_nothing(table: Any) -> N
         for thread in threads:
             thread.join()
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
         sys.setswitchinterval(switch_interval)
     item = table.get_item(TableName=TABLE, Key={"pk": {"S": "semaphore"}}, ConsistentRead=True)["Item"]
     assert failures == []
@@ -91,51 +91,45 @@ def test_concurrent_conditional_writes_to_one_item_lose_nothing(table: Any) -> N
 
 
 def test_the_seams_wrap_what_moto_has_and_come_off_again() -> None:
-    originals = {name: DynamoDBBackend.__dict__[name] for name in moto_seams.DYNAMODB_ITEM_OPERATIONS}
-    handlers = {name: DynamoHandler.__dict__[name] for name in moto_seams.DYNAMODB_REQUEST_OPERATIONS}
-    moto_seams.install()
-    moto_seams.install()
+    originals = {name: DynamoDBBackend.__dict__[name] for name in seams.dynamodb_atomic.DYNAMODB_ITEM_OPERATIONS}
+    handlers = {name: DynamoHandler.__dict__[name] for name in seams.dynamodb_atomic.DYNAMODB_REQUEST_OPERATIONS}
+    seams.install()
+    seams.install()
     try:
         assert all(
             getattr(DynamoDBBackend.__dict__[name], "__pipeops_seam__", False)
-            for name in moto_seams.DYNAMODB_ITEM_OPERATIONS
+            for name in seams.dynamodb_atomic.DYNAMODB_ITEM_OPERATIONS
         )
         # moto's request handler copies and serializes the item outside the backend: locked too
         assert all(
             getattr(DynamoHandler.__dict__[name], "__pipeops_seam__", False)
-            for name in moto_seams.DYNAMODB_REQUEST_OPERATIONS
+            for name in seams.dynamodb_atomic.DYNAMODB_REQUEST_OPERATIONS
         )
     finally:
-        moto_seams.uninstall()
-    assert moto_seams.installed()  # installed twice: still on after one uninstall
-    moto_seams.uninstall()
+        seams.uninstall()
+    assert seams.installed()  # installed twice: still on after one uninstall
+    seams.uninstall()
     assert {name: DynamoDBBackend.__dict__[name] for name in originals} == originals
     assert {name: DynamoHandler.__dict__[name] for name in handlers} == handlers
-    assert not moto_seams.installed()
+    assert not seams.installed()
 
 
 def test_the_interpreter_and_cloudformation_seams_come_off_again() -> None:
     from moto.cloudformation.models import Stack
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_dynamodb,
-    )
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
     before = (
         ExecutionWorker.__dict__["_get_evaluation_entrypoint"],
-        state_task_service_dynamodb.boto_client_for,
         Stack.__dict__["parse_template"],
     )
-    moto_seams.install()
+    seams.install()
     try:
         assert getattr(ExecutionWorker.__dict__["_get_evaluation_entrypoint"], "__pipeops_seam__", False)
-        assert getattr(state_task_service_dynamodb.boto_client_for, "__pipeops_seam__", False)
         assert getattr(Stack.parse_template, "__pipeops_seam__", False)
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
     after = (
         ExecutionWorker.__dict__["_get_evaluation_entrypoint"],
-        state_task_service_dynamodb.boto_client_for,
         Stack.__dict__["parse_template"],
     )
     assert after == before
@@ -150,7 +144,7 @@ def test_an_execution_listed_while_it_is_being_started_reads_as_running() -> Non
     starting.exec_status = None
     with pytest.raises(AttributeError):
         _ = starting.status  # moto's own property, without the seam
-    moto_seams.install()
+    seams.install()
     try:
         assert starting.status == "RUNNING"
         from moto.stepfunctions.parser.api import ExecutionStatus
@@ -158,7 +152,7 @@ def test_an_execution_listed_while_it_is_being_started_reads_as_running() -> Non
         starting.exec_status = ExecutionStatus.SUCCEEDED
         assert starting.status == "SUCCEEDED"
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
     assert isinstance(Execution.__dict__["status"], property) and not getattr(
         Execution.__dict__["status"].fget, "__pipeops_seam__", False
     )
@@ -170,14 +164,14 @@ def test_the_interpreter_parses_each_json_path_once_and_reads_it_as_before() -> 
 
     before = (json_path.parse, result_path.parse)
     data = {"check": {"within_tolerance": True}, "files": ["a", "b"]}
-    moto_seams.install()
+    seams.install()
     try:
         assert json_path.parse("$.check") is json_path.parse("$.check")
         assert result_path.parse("$.mapping") is result_path.parse("$.mapping")
         assert json_path.extract_json("$.check.within_tolerance", data) is True
         assert json_path.extract_json("$.files[1]", data) == "b"
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
     assert (json_path.parse, result_path.parse) == before
     assert json_path.parse("$.check") is not json_path.parse("$.check")
 
@@ -187,12 +181,12 @@ def test_a_json_template_body_is_read_as_json() -> None:
 
     body = json.dumps({"Resources": {}, "Metadata": {"Big": 1e22, "Word": "yes"}})
     assert Stack.parse_template(body)["Metadata"]["Big"] == "1e+22"  # moto alone: YAML 1.1 reads a string
-    moto_seams.install()
+    seams.install()
     try:
         assert Stack.parse_template(body) == json.loads(body)  # as CloudFormation reads JSON
         assert Stack.parse_template("Resources: {}\nA: !Ref B\n")["A"] is not None  # YAML still moto's
     finally:
-        moto_seams.uninstall()
+        seams.uninstall()
 
 
 # --------------------------------------------------------------------------- the interpreter's costs
@@ -222,11 +216,11 @@ def executing(aws_env: None) -> Iterator[Any]:
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        moto_seams.install()
+        seams.install()
         try:
             yield boto3.client("stepfunctions", region_name=REGION)
         finally:
-            moto_seams.uninstall()
+            seams.uninstall()
 
 
 def run_to_end(sfn: Any, machine: str, name: str) -> dict[str, Any]:
@@ -269,23 +263,3 @@ def test_a_definition_is_parsed_once_per_version(executing: Any, monkeypatch: py
 
     with pytest.raises(ClientError, match="in definition"):  # an invalid one is still refused, as moto does
         sfn.create_state_machine(name="seams-bad", definition='{"StartAt": "Nowhere"}', roleArn=ROLE)
-
-
-def test_the_interpreter_builds_one_client_per_service(executing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from moto.stepfunctions.parser.asl.utils import boto_client
-
-    built: list[str] = []
-    real_client = boto_client.boto3.client
-
-    def counting_client(*args: Any, **kwargs: Any) -> Any:
-        built.append(kwargs.get("service_name", args[0] if args else "?"))
-        return real_client(*args, **kwargs)
-
-    monkeypatch.setattr(boto_client.boto3, "client", counting_client)
-    sfn = executing
-    machine = sfn.create_state_machine(
-        name=f"seams-{uuid.uuid4().hex[:8]}", definition=json.dumps(PUT_DEFINITION), roleArn=ROLE
-    )["stateMachineArn"]
-    built.clear()
-    assert [run_to_end(sfn, machine, f"c-{i}")["status"] for i in range(3)] == ["SUCCEEDED"] * 3
-    assert built.count("dynamodb") == 1  # three Task states, one client

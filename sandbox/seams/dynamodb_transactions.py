@@ -1,4 +1,4 @@
-"""TransactWriteItems that back up the items they name, not their whole tables.
+"""SPEED seam: TransactWriteItems that back up the items they name, not their whole tables.
 
 moto backs up every table a transaction touches (`copy.deepcopy` of the `Table`, in
 `DynamoDBBackend.transact_write_items`) before its first write, to roll back when one of its
@@ -10,7 +10,7 @@ jobs, deepcopy the top entry of the profile).
 This seam backs up what a transaction can change, the items it names (at most 100, one operation
 an item), and on any refusal puts exactly those back: an item that was there is written back as it
 was, one that was not is deleted. What the transaction answers is moto's own. It runs inside the
-DynamoDB lock (`moto_seams._atomic` wraps it), so no other write lands between the backup and the
+DynamoDB lock (`seams.dynamodb_atomic` wraps it), so no other write lands between the backup and the
 restore, as AWS's isolation promises. moto's table copy is then skipped (`_ItemsNotTables`: moto's
 `copy.deepcopy` hands a `Table` back as is; every other object, the single-item copy of
 `update_item` included, is copied as before).
@@ -24,7 +24,9 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sandbox.patches import Patch
+from sandbox.seams.patching import Patch
+
+KIND = "SPEED"
 
 Backup = tuple[str, dict[str, Any], dict[str, Any] | None]  # table, key, attributes (None: absent)
 
@@ -102,8 +104,8 @@ _ItemsNotTables.deepcopy = _deepcopy_but_tables
 
 
 def patches() -> list[Patch]:
-    """The transaction seam; install it *inside* the DynamoDB lock (listed before moto_seams'
-    `_atomic` patches, so the lock wraps it)."""
+    """The transaction seam; install it *inside* the DynamoDB lock (listed before
+    `dynamodb_atomic`'s patches, so the lock wraps it)."""
     from moto.dynamodb import models
     from moto.dynamodb.models import DynamoDBBackend
 

@@ -1,6 +1,6 @@
-"""AWS's size limits, enforced in moto, so that a test of size means something.
+"""BEHAVIOUR seam: AWS's size limits, enforced in moto, so that a test of size means something.
 
-Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.moto_seams`: each patch names
+Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like every module of `sandbox.seams`: each patch names
 the moto function it wraps, and tests/sandbox/test_limits.py fails when one moves. Measured on
 moto 5.2.5 before this module (docs/ARCHITECTURE.md#what-moto-does-not-do):
 
@@ -32,8 +32,8 @@ values in UTF-8, numbers by significant digits, 3 bytes per list or map plus 1 p
   TransactWriteItems either cancels the transaction (TransactionCanceledException, reason code
   ValidationError) and writes nothing, as on AWS.
 
-Counted installs (`sandbox.patches`: one uninstall per install, originals restored by the last). Install after `moto_seams.install()` and uninstall before
-`moto_seams.uninstall()` (patches stack: the last one on must be the first one off). A wrapper
+Counted installs (`sandbox.seams.patching`: one uninstall per install, originals restored by the last). Install after `seams.install()` and uninstall before
+`seams.uninstall()` (patches stack: the last one on must be the first one off). A wrapper
 left in place by a patch stacked on top of it does nothing once uninstalled.
 """
 
@@ -48,7 +48,9 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sandbox.patches import CountedPatches, Patch
+from sandbox.seams.patching import CountedPatches, Patch
+
+KIND = "BEHAVIOUR"
 
 # AWS's numbers.
 MAX_PAYLOAD_BYTES = 256 * 1024  # Step Functions: execution input, state input and output
@@ -363,5 +365,5 @@ def _patches() -> list[Patch]:
 _PATCHES = CountedPatches(_patches, marker="__pipeops_limit__")
 
 
-# The module's API: counted, one uninstall per install (`sandbox.patches`).
+# The module's API: counted, one uninstall per install (`sandbox.seams.patching`).
 install, uninstall, installed = _PATCHES.install, _PATCHES.uninstall, _PATCHES.installed

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import types
 
-from sandbox.patches import CountedPatches, Patch
+import pytest
+
+from sandbox.seams.patching import CountedPatches, Patch, RoutedSeam
 
 
 class Owner:
@@ -80,3 +82,55 @@ def test_hooks_run_inside_install_and_uninstall_in_order() -> None:
     assert inner.installed()
     outer.uninstall()
     assert not inner.installed() and calls == ["after_install", "before_uninstall", "after_uninstall"]
+
+
+def test_an_attribute_the_owner_lacks_is_added_and_removed_again() -> None:
+    patches = CountedPatches(lambda: [Patch(Owner, "wave", lambda absent: lambda self: f"added over {absent}")], marker="__test_mark__")
+    patches.install()
+    try:
+        assert Owner().wave() == "added over None"  # type: ignore[attr-defined]
+    finally:
+        patches.uninstall()
+    assert "wave" not in vars(Owner)
+
+
+def test_a_replacement_wrapped_since_stays_under_the_wrapper_and_is_reused() -> None:
+    original = vars(Owner)["greet"]
+    made: list[object] = []
+
+    def counting_loud(before: object) -> object:
+        made.append(before)
+        return loud(before)
+
+    patches = CountedPatches(lambda: [Patch(Owner, "greet", counting_loud)], marker="__test_mark__")
+    patches.install()
+    ours = vars(Owner)["greet"]
+
+    def theirs(self: Owner) -> str:  # someone else's wrapper, put on after ours
+        return ours(self) + "!"
+
+    Owner.greet = theirs  # type: ignore[method-assign]
+    try:
+        patches.uninstall()
+        assert vars(Owner)["greet"] is theirs  # left in place: theirs still calls ours
+        patches.install()
+        assert vars(Owner)["greet"] is theirs and made == [original]  # ours reused, not wrapped again
+        assert Owner().greet() == "MOTO!"
+        patches.uninstall()
+    finally:
+        Owner.greet = original  # type: ignore[method-assign]
+
+
+def test_a_routed_seam_is_on_while_a_part_is_attached() -> None:
+    seam: RoutedSeam[str] = RoutedSeam(lambda: [Patch(Owner, "greet", loud)], single="greeter")
+    original = vars(Owner)["greet"]
+    seam.attach("first")
+    try:
+        assert seam.current() == "first" and Owner().greet() == "MOTO"
+        with pytest.raises(RuntimeError, match="another greeter"):
+            seam.attach("second")
+        seam.attach("first")  # the same part again: nothing changes
+    finally:
+        seam.detach("first")
+    assert seam.current() is None and vars(Owner)["greet"] is original
+    seam.detach("first")  # a second detach is harmless

@@ -1,6 +1,6 @@
-"""moto's DynamoDB Query made to cost what the matching items cost, not the table (issue 11).
+"""SPEED seam: moto's DynamoDB Query made to cost what the matching items cost, not the table (issue 11).
 
-Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.moto_seams`, which installs this
+Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.seams`, which installs this
 seam with its own. moto's `Table.query` takes every item of the table (`Table.all_items`, which
 also sorts them all) and keeps those whose key matches: one indexed Query reading one item took
 2.81 s at 100,000 items (bench/status_scale.py). AWS reads only the partition.
@@ -25,7 +25,7 @@ changes an item in place through `UpdateExpressionExecutor.execute` or
 the item's identity and checked against its table. moto does not expire items by TTL, so that is no
 write path.
 
-Counted installs (`sandbox.patches`); install after anything whose patches this stacks on and
+Counted installs (`sandbox.seams.patching`); install after anything whose patches this stacks on and
 uninstall before it (last on, first off). A wrapper left in place by a patch stacked on top of it
 passes straight through once uninstalled. `moto_walk()` answers the current thread's Queries
 with moto's own walk of the table (the differential test's and the benchmark's reference).
@@ -44,7 +44,9 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.patches import CountedPatches, Patch
+from sandbox.seams.patching import CountedPatches, Patch
+
+KIND = "SPEED"
 
 _walk = threading.local()
 
@@ -543,5 +545,5 @@ def _drop_caches() -> None:
 _PATCHES = CountedPatches(_patches, marker="__pipeops_seam__", after_uninstall=_drop_caches)
 
 
-# The module's API: counted, one uninstall per install (`sandbox.patches`).
+# The module's API: counted, one uninstall per install (`sandbox.seams.patching`).
 install, uninstall, installed = _PATCHES.install, _PATCHES.uninstall, _PATCHES.installed

@@ -1,6 +1,8 @@
-"""moto's CloudWatch metric reads made to cost the window asked for, not every datapoint kept (issue 19).
+"""BEHAVIOUR and SPEED seam: moto's CloudWatch metric reads answer as AWS does (percentiles,
+exact dimension sets, each metric listed once) and cost the window asked for, not every datapoint
+kept (issue 19).
 
-Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.moto_seams`, which installs this
+Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.seams`, which installs this
 seam with its own. moto keeps every datapoint in one list (`CloudWatchBackend.metric_data`) and
 every read walks it: GetMetricData filters the whole list to the window, then, for each query and
 each period of the window, walks the window's datapoints again (a 3-hour render of 134 series at
@@ -36,7 +38,7 @@ Nothing is expired: CloudWatch keeps 1-minute datapoints for 15 days, and the sa
 carry real timestamps, so a sandbox would have to serve for 18 real hours at the default time scale
 before the first would go.
 
-Counted installs (`sandbox.patches`); `moto_reads()` makes the current thread's reads moto's own
+Counted installs (`sandbox.seams.patching`); `moto_reads()` makes the current thread's reads moto's own
 (the differential test's reference).
 """
 
@@ -54,7 +56,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.patches import CountedPatches, Patch
+from sandbox.seams.patching import CountedPatches, Patch
+
+KIND = "BEHAVIOUR"
 
 # moto 5.2's CloudWatchMetricProvider subclasses publish only these (tests/sandbox/test_cloudwatch_reads.py
 # fails when that changes): their metrics are computed at each read, so only for a read of these.
@@ -538,5 +542,5 @@ def _drop_indexes() -> None:
 _PATCHES = CountedPatches(_patches, marker="__pipeops_seam__", after_uninstall=_drop_indexes)
 
 
-# The module's API: counted, one uninstall per install (`sandbox.patches`).
+# The module's API: counted, one uninstall per install (`sandbox.seams.patching`).
 install, uninstall, installed = _PATCHES.install, _PATCHES.uninstall, _PATCHES.installed
