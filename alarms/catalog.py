@@ -27,6 +27,7 @@ a lost job).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,41 @@ RECONCILE_RUN_SECONDS = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
 _HIGH_RESOLUTION_PERIODS = (10, 30)
 _MAX_DESCRIPTION = 1024  # CloudWatch's limit on AlarmDescription
 
+# Every alarm description ends with its runbook page's link, `<RunbookBaseUrl>/<id>.md`: the
+# template parameter (no trailing slash) substituted by Fn::Sub, so a fork points at its own pages.
+RUNBOOK_BASE_PARAMETER = "RunbookBaseUrl"
+RUNBOOK_BASE_SUB = f"${{{RUNBOOK_BASE_PARAMETER}}}"
+# No repository URL is published for this project yet: a placeholder that says so; set the
+# parameter to your copy's `runbooks/` folder (the template's Default must equal this).
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/your-org/pipeops/blob/main/runbooks"
+MAX_RUNBOOK_BASE_URL = 256  # the parameter's MaxLength: every description fits 1,024 with it
+_LINK_LABEL = "Runbook: "
+_RUNBOOK_LINK = re.compile(r"Runbook: \S+/([a-z0-9-]+)\.md$")
+_FIRST_STEP = re.compile(r"First: (.*?)(?:\. Runbooks?: \S+)?$", re.DOTALL)
+
+
+def runbook_link(runbook: Runbook, base: str = RUNBOOK_BASE_SUB) -> str:
+    """The page of `runbook` under `base` (the template's parameter, for Fn::Sub, by default)."""
+    return f"{base}/{runbook.value}.md"
+
+
+def first_step_in(description: str | None) -> str:
+    """The first step an alarm description names (as `AlarmSpec.description_at` writes it), or ""."""
+    found = _FIRST_STEP.search((description or "").strip())
+    return found.group(1).strip() if found else ""
+
+
+def runbook_in(description: str | None) -> Runbook | None:
+    """The runbook an alarm description links to (its last words, as `AlarmSpec.description_at`
+    writes them), or None: another text, or a page that is no runbook (the composite's index)."""
+    found = _RUNBOOK_LINK.search((description or "").strip())
+    if found is None:
+        return None
+    try:
+        return Runbook(found.group(1))
+    except ValueError:
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class AlarmSpec:
@@ -114,8 +150,13 @@ class AlarmSpec:
             *self._schedule_problems(),
             *([] if self.fires_on and self.quiet_on else ["it needs a firing and a quiet example series"]),
         ]
-        if len(self.description) > _MAX_DESCRIPTION:
-            problems.append(f"description longer than CloudWatch's {_MAX_DESCRIPTION} characters")
+        if "${" in self.summary + self.first_step:
+            problems.append("`${` in its texts: the description is a Fn::Sub string")
+        if len(self.description_at("x" * MAX_RUNBOOK_BASE_URL)) > _MAX_DESCRIPTION:
+            problems.append(
+                f"description longer than CloudWatch's {_MAX_DESCRIPTION} characters with a "
+                f"{MAX_RUNBOOK_BASE_URL}-character {RUNBOOK_BASE_PARAMETER}"
+            )
         if problems:
             raise ValueError(f"{self.logical_id}: {'; '.join(problems)}")
 
@@ -144,9 +185,15 @@ class AlarmSpec:
         """The deployed AlarmName is `<stack>-<suffix>`."""
         return self.logical_id.removesuffix("Alarm")
 
+    def description_at(self, base: str) -> str:
+        """What it means, the first step, and its runbook page's link under `base` (last, so
+        that a notification cut short by a client still shows the meaning first)."""
+        return f"{self.summary} First: {self.first_step}. {_LINK_LABEL}{runbook_link(self.runbook, base)}"
+
     @property
     def description(self) -> str:
-        return f"{self.summary} Runbook: {self.runbook}. First: {self.first_step}"
+        """The description as deployed with the default RunbookBaseUrl."""
+        return self.description_at(DEFAULT_RUNBOOK_BASE_URL)
 
     def rule(self, name: str | None = None) -> AlarmRule:
         """The evaluator's view of this alarm (the same numbers the template carries)."""

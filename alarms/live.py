@@ -17,7 +17,6 @@ wall-clock start and its virtual one.
 from __future__ import annotations
 
 import json
-import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from alarms.catalog import runbook_in
 from alarms.evaluate import (
     AlarmRule,
     AlarmState,
@@ -38,8 +38,6 @@ from alarms.evaluate import (
 from alarms.text import shorten
 
 __all__ = ["CLOCK_PATH", "AlarmView", "Check", "SandboxClock", "check_alarms", "list_alarms", "sandbox_clock", "shorten"]
-
-_RUNBOOK = re.compile(r"Runbook: ([a-z0-9-]+)")
 
 
 @dataclass(frozen=True)
@@ -108,8 +106,10 @@ def sandbox_clock(endpoint_url: str | None, timeout: float = 5.0) -> SandboxCloc
 
 
 def runbook_of(description: str | None) -> str:
-    found = _RUNBOOK.search(description or "")
-    return found.group(1) if found else ""
+    """The runbook id an alarm's description links to (the catalog writes and reads the link);
+    "" for an alarm that links to no runbook page (the composite, an alarm not ours)."""
+    runbook = runbook_in(description)
+    return runbook.value if runbook else ""
 
 
 def _alarms(cloudwatch: Any, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -15,7 +15,6 @@ scheduled reconciler reports only (`ReconcileApply=false`), so the leak waits fo
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from alarms.catalog import first_step_in
 from alarms.cloudformation import COMPOSITE
 from alarms.live import runbook_of
 from monitors.health import assess, observe
@@ -222,7 +222,6 @@ COMPOSITE_ALARM = COMPOSITE.removesuffix("Alarm")
 LEAK_ALARM = "CounterDrift"  # a count above what runs, in every reconcile for 3 periods
 POISON_ALARM = "DlqNotEmpty"  # the main queue's DLQ
 PAGED_BY = (COMPOSITE_ALARM, LEAK_ALARM, POISON_ALARM)
-_FIRST_STEP = re.compile(r"First: (.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -272,14 +271,13 @@ def alarm_lines(cloudwatch: Any, stack_name: str) -> list[AlarmLine]:
     for page in pages:
         for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
             description = alarm.get("AlarmDescription") or ""
-            first = _FIRST_STEP.search(description)
             lines.append(
                 AlarmLine(
                     name=alarm["AlarmName"].removeprefix(prefix),
                     state=alarm["StateValue"],
                     reason=alarm.get("StateReason", ""),
                     runbook=runbook_of(description),
-                    first_step=first.group(1).strip() if first else "",
+                    first_step=first_step_in(description),
                 )
             )
     order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}

@@ -91,7 +91,7 @@ def test_the_incident_reads_alarms_as_alarms_list_does_with_their_runbook_and_fi
     cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
     for name in ("demo-Quiet", "demo-Drift", "other-Drift"):
         cloudwatch.put_metric_alarm(
-            AlarmName=name, AlarmDescription="Held above running. Runbook: counter-drift. First: `pipeops reconcile`",
+            AlarmName=name, AlarmDescription="Held above running. First: `pipeops reconcile`. Runbook: https://example.com/runbooks/counter-drift.md",
             Namespace="PipeOps", MetricName="CounterDrift", Statistic="Minimum", Period=300, EvaluationPeriods=3,
             Threshold=1, ComparisonOperator="GreaterThanOrEqualToThreshold",
         )  # fmt: skip

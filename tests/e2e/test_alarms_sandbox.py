@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from alarms.catalog import DEFAULT_RUNBOOK_BASE_URL
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
@@ -88,7 +89,7 @@ def test_one_incident_pages_once_through_the_composite(sandbox: Any) -> None:
     pages = notifications(sandbox, pager)
     assert [(n["AlarmName"], n["NewStateValue"]) for n in pages] == [("pipeops-PipelineUnhealthy", "ALARM")]
     [page] = pages
-    assert "Runbook: pipeline-unhealthy." in page["AlarmDescription"]
+    assert page["AlarmDescription"].endswith(f"Runbooks: {DEFAULT_RUNBOOK_BASE_URL}/README.md")  # Fn::Sub resolved
     children = {child["Arn"].rsplit(":", 1)[1] for child in page["TriggeringChildren"]}
     assert children and children <= {"pipeops-DlqNotEmpty", "pipeops-RouterFailures"}  # whichever fired first
     context = {(n["AlarmName"], n["NewStateValue"]) for n in notifications(sandbox, states_topic)}

@@ -47,9 +47,9 @@ def put_points(cloudwatch: Any, metric: str, values_by_minutes_ago: dict[int, fl
 
 def test_check_replays_each_alarm_over_the_metrics_and_shows_the_deciding_datapoints(aws: None) -> None:
     cloudwatch = boto3.client("cloudwatch")
-    put_alarm(cloudwatch, "pipeops-Failing", "RouterFailures", "Router failing. Runbook: router-failures. First: read.")
-    put_alarm(cloudwatch, "pipeops-Quiet", "MalformedMessages", "Malformed. Runbook: dlq-messages. First: read.")
-    put_alarm(cloudwatch, "other-stack-Failing", "RouterFailures", "Not ours. Runbook: x. First: y.")
+    put_alarm(cloudwatch, "pipeops-Failing", "RouterFailures", "Router failing. First: read. Runbook: https://example.com/runbooks/router-failures.md")
+    put_alarm(cloudwatch, "pipeops-Quiet", "MalformedMessages", "Malformed. First: read. Runbook: https://example.com/runbooks/dlq-messages.md")
+    put_alarm(cloudwatch, "other-stack-Failing", "RouterFailures", "Not ours. First: y. Runbook: https://example.com/runbooks/x.md")
     put_points(cloudwatch, "RouterFailures", {1: 2, 2: 1, 3: 0})  # 2 of the last 3 complete minutes breach
     put_points(cloudwatch, "MalformedMessages", {1: 0, 2: 0, 3: 1})
 
@@ -66,8 +66,8 @@ def test_check_replays_each_alarm_over_the_metrics_and_shows_the_deciding_datapo
 
 def test_list_puts_alarms_in_alarm_first_with_their_runbooks(aws: None) -> None:
     cloudwatch = boto3.client("cloudwatch")
-    put_alarm(cloudwatch, "pipeops-A", "RouterFailures", "A. Runbook: router-failures. First: read.")
-    put_alarm(cloudwatch, "pipeops-B", "MalformedMessages", "B. Runbook: dlq-messages. First: read.")
+    put_alarm(cloudwatch, "pipeops-A", "RouterFailures", "A. First: read. Runbook: https://example.com/runbooks/router-failures.md")
+    put_alarm(cloudwatch, "pipeops-B", "MalformedMessages", "B. First: read. Runbook: https://example.com/runbooks/dlq-messages.md")
     cloudwatch.set_alarm_state(AlarmName="pipeops-B", StateValue="ALARM", StateReason="Threshold Crossed")
 
     views = list_alarms(cloudwatch, "pipeops")
