@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline.stores.audit import AuditStore
 from pipeline.stores.tracking import TrackingStore
+from runbooks.automation.alert_delivery import run_alert_delivery
 from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
@@ -50,6 +51,8 @@ def run_runbook(
     """Run one runbook: a dry run unless `apply`; `groups` selects the DLQ groups to act on (None:
     all). Never raises for an AWS error: the result's verdict is `error` (exit 2)."""
     runbook = parse(runbook_id) if isinstance(runbook_id, str) else runbook_id
+    if runbook is Runbook.ALERT_DELIVERY:  # diagnose only: `apply` changes nothing
+        return run_alert_delivery(resources, clients)
     kind = DLQ_OF_RUNBOOK.get(runbook)
     if kind is None:
         return RunbookResult(
