@@ -27,7 +27,6 @@ a lost job).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,31 +82,11 @@ RUNBOOK_BASE_SUB = f"${{{RUNBOOK_BASE_PARAMETER}}}"
 DEFAULT_RUNBOOK_BASE_URL = "https://github.com/your-org/pipeops/blob/main/runbooks"
 MAX_RUNBOOK_BASE_URL = 256  # the parameter's MaxLength: every description fits 1,024 with it
 _LINK_LABEL = "Runbook: "
-_RUNBOOK_LINK = re.compile(r"Runbook: \S+/([a-z0-9-]+)\.md$")
-_FIRST_STEP = re.compile(r"First: (.*?)(?:\. Runbooks?: \S+)?$", re.DOTALL)
 
 
 def runbook_link(runbook: Runbook, base: str = RUNBOOK_BASE_SUB) -> str:
     """The page of `runbook` under `base` (the template's parameter, for Fn::Sub, by default)."""
     return f"{base}/{runbook.value}.md"
-
-
-def first_step_in(description: str | None) -> str:
-    """The first step an alarm description names (as `AlarmSpec.description_at` writes it), or ""."""
-    found = _FIRST_STEP.search((description or "").strip())
-    return found.group(1).strip() if found else ""
-
-
-def runbook_in(description: str | None) -> Runbook | None:
-    """The runbook an alarm description links to (its last words, as `AlarmSpec.description_at`
-    writes them), or None: another text, or a page that is no runbook (the composite's index)."""
-    found = _RUNBOOK_LINK.search((description or "").strip())
-    if found is None:
-        return None
-    try:
-        return Runbook(found.group(1))
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, kw_only=True)

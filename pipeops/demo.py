@@ -24,9 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from alarms.catalog import first_step_in
 from alarms.cloudformation import COMPOSITE
-from alarms.live import runbook_of
+from alarms.live import spec_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
 from pipeline.status import FileOutcome, JobStatus
@@ -270,14 +269,14 @@ def alarm_lines(cloudwatch: Any, stack_name: str) -> list[AlarmLine]:
     )
     for page in pages:
         for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
-            description = alarm.get("AlarmDescription") or ""
+            spec = spec_of(alarm["AlarmName"], stack_name)
             lines.append(
                 AlarmLine(
                     name=alarm["AlarmName"].removeprefix(prefix),
                     state=alarm["StateValue"],
                     reason=alarm.get("StateReason", ""),
-                    runbook=runbook_of(description),
-                    first_step=first_step_in(description),
+                    runbook=spec.runbook.value if spec else "",
+                    first_step=spec.first_step if spec else "",
                 )
             )
     order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}

@@ -16,7 +16,7 @@ here waits for SQS to finish.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -112,7 +112,7 @@ class DlqRedrive:
 
     def diagnose(self) -> Diagnosis:
         depth = queue_depth(self.sqs, self.endpoints.queue_url)
-        messages = self._receive_all() if sum(depth.values()) else []
+        messages = self._receive_all()  # even at depth 0: SQS's approximate numbers lag new messages
         letters = self._read(messages)
         redriven = self._redriven_runs() if letters and self.endpoints.kind is DlqKind.MAIN else {}
         return Diagnosis(
@@ -323,6 +323,20 @@ def move_progress(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
     tasks = sqs.list_message_move_tasks(SourceArn=queue_arn(sqs, queue_url), MaxResults=10).get("Results", [])
     keys = ("TaskHandle", "Status", "ApproximateNumberOfMessagesMoved", "ApproximateNumberOfMessagesToMove", "FailureReason")
     return [{key: task[key] for key in keys if key in task} for task in tasks]
+
+
+def follow_move_task(
+    sqs: Any, queue_url: str, task_handle: str, *, sleep: Callable[[float], None], interval: float = 5.0
+) -> Iterator[dict[str, Any]]:
+    """The task's progress every `interval` seconds until it is no longer RUNNING (the last one
+    yielded says how it ended). For a process that may wait, e.g. the CLI's progress bar; a Lambda
+    polls `move_progress` once per invocation instead."""
+    while True:
+        task = next((t for t in move_progress(sqs, queue_url) if t.get("TaskHandle") == task_handle), {"Status": "UNKNOWN"})
+        yield task
+        if task.get("Status") != "RUNNING":
+            return
+        sleep(interval)
 
 
 def sendable(attributes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

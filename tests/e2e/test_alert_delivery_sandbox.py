@@ -70,7 +70,7 @@ def test_alert_delivery_fails_without_a_subscription_and_passes_with_one(sandbox
 
 
 def test_the_deployed_descriptions_link_their_runbook_pages(sandbox: Any) -> None:
-    """RunbookBaseUrl substituted by the deploy; `runbook_of` reads the id back from the link."""
+    """RunbookBaseUrl substituted by the deploy; `alarms list` still names each alarm's runbook."""
     cloudwatch = sandbox.client("cloudwatch")
     [dlq] = cloudwatch.describe_alarms(AlarmNames=[f"{sandbox.stack_name}-DlqNotEmpty"])["MetricAlarms"]
     assert dlq["AlarmDescription"].endswith(f"Runbook: {DEFAULT_RUNBOOK_BASE_URL}/dlq-messages.md")

@@ -92,6 +92,8 @@ def route(sandbox: Any, *, enabled: bool) -> None:
     [mapping] = client.list_event_source_mappings(FunctionName=sandbox.outputs["RouterFunctionName"])["EventSourceMappings"]
     client.update_event_source_mapping(UUID=mapping["UUID"], Enabled=enabled)
     sandbox.poller.refresh()
+    if not enabled:  # a poller in the middle of a receive could still take one: wait for it to end
+        wait_for(lambda: not any(thread.is_alive() for thread in sandbox.poller.threads), 30)
 
 
 def dead_letter_the_main_queue(sandbox: Any, expected: int) -> None:
