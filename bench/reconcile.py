@@ -493,7 +493,7 @@ class World:
         ddb, sfn = session.client("dynamodb"), session.client("stepfunctions")
         meter.attach(ddb)
         meter.attach(sfn)
-        tracking = TrackingStore(TRACKING_TABLE, ddb, claims_table=COORDINATION_TABLE)
+        tracking = TrackingStore(TRACKING_TABLE, ddb)
         runs = RunIndex(TRACKING_TABLE, ddb) if mode == "proper" else ScanningRunIndex(TRACKING_TABLE, ddb)
 
         def send(message: Any, delay: int) -> None:
