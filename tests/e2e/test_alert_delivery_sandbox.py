@@ -9,13 +9,15 @@ import json
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from alarms.catalog import DEFAULT_RUNBOOK_BASE_URL
 from alarms.live import list_alarms
+from pipeops.cli import app
 from runbooks.automation.engine import run_runbook
 from runbooks.automation.result import RunbookResult, Verdict
 from stack.resources import StackResources
-from tests.conftest import subscribe_a_queue
+from tests.conftest import envelope, subscribe_a_queue
 
 pytestmark = pytest.mark.slow
 
@@ -47,9 +49,15 @@ def test_alert_delivery_fails_without_a_subscription_and_passes_with_one(sandbox
     assert [action.action.target for action in unsubscribed.actions] == ["confirmed-subscription"]
     assert unsubscribed.evidence["subscriptions"] == []
 
+    doctor = CliRunner().invoke(app, ["doctor"])  # the same checks, as a table
+    assert doctor.exit_code == 1 and "confirmed-subscription" in doctor.output and "FAIL" in doctor.output
+
     subscribe_a_queue(sandbox)
     subscribed = alert_delivery(sandbox)
     assert (subscribed.verdict, subscribed.exit_code, failed_checks(subscribed)) == (Verdict.ABSENT, 0, [])
+    doctor = CliRunner().invoke(app, ["doctor", "--json"])
+    assert doctor.exit_code == 0, doctor.output
+    assert envelope(doctor.output, "doctor")["verdict"] == "absent"
     [composite] = next(c for c in subscribed.evidence["checks"] if c["id"] == "composite-pages")["names"]
     assert composite == f"{sandbox.stack_name}-PipelineUnhealthy"
 
