@@ -154,7 +154,7 @@ def _parse(settings_field: Field[Any], raw: str) -> object:
         return raw.lower() == "true"
     if isinstance(default, str):
         return raw
-    kind = type(default)
+    kind: type[float] = int if isinstance(default, int) else float
     try:
         value = kind(raw)
     except ValueError as exc:

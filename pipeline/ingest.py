@@ -135,7 +135,7 @@ def candidate_run(job_id: str, now: datetime, attempt: int, latest: str = "") ->
 def ingest_object(
     created: ObjectCreated,
     store: TrackingStore,
-    send: Callable[[JobMessage, int], None],
+    send: Callable[[JobMessage, int], object],
     settings: Settings,
     now: datetime,
 ) -> IngestResult:
@@ -190,7 +190,7 @@ def _answer_repeat(
     claim: ObjectClaim,
     created: ObjectCreated,
     store: TrackingStore,
-    send: Callable[[JobMessage, int], None],
+    send: Callable[[JobMessage, int], object],
     delay: int,
     now: datetime,
     settings: Settings,

@@ -22,7 +22,13 @@ from pipeops.dashboard_cli import dashboard_app
 from pipeops.entry import PipeopsTyper, installed_version
 from pipeops.render import ErrorCode
 from pipeops.runbook_cli import runbook_app
-from stack.resources import BadConnectionError, Connection, NoCredentialsError, StackNotFoundError
+from stack.resources import (
+    BadConnectionError,
+    Connection,
+    NoCredentialsError,
+    StackNotFoundError,
+    StackResources,
+)
 
 # The option parser's UsageError (typer vendors click, and exports only this subclass of it).
 _USAGE_ERROR = typer.BadParameter.__mro__[1]
@@ -44,7 +50,7 @@ class _Commands(TyperGroup):
             raise typer.Exit(render.ERROR_EXIT) from None
         except Exception as exc:
             if isinstance(exc, _USAGE_ERROR):  # an unknown option, a missing argument: usage on stderr
-                render.error_envelope(exc.format_message(), ErrorCode.BAD_INPUT)
+                render.error_envelope(exc.format_message(), ErrorCode.BAD_INPUT)  # type: ignore[attr-defined]  # a UsageError
                 raise
             if not type(exc).__module__.startswith("botocore"):
                 raise
@@ -111,7 +117,9 @@ ProfileOption = Annotated[
 ]
 
 
-def _connect(stack_name: str | None, endpoint_url: str | None, region: str | None, profile: str | None = None):
+def _connect(
+    stack_name: str | None, endpoint_url: str | None, region: str | None, profile: str | None = None
+) -> tuple[Connection, StackResources]:
     try:
         connection = Connection.resolve(stack_name, endpoint_url, region, profile)
         return connection, connection.resources()
@@ -529,7 +537,7 @@ def metrics_catalog(as_json: JsonOption = False) -> None:
 
     from pipeline.telemetry.catalog import CATALOG, NAMESPACE
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"name": spec.name.value, "unit": spec.unit.value, "dimensions": list(spec.dimensions), "description": spec.description}
         for spec in CATALOG.values()
     ]

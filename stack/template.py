@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def _construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
 
 
-def _fn_constructor(name: str):
+def _fn_constructor(name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[str, Any]]:
     def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
         return {name: _construct(loader, node)}
 

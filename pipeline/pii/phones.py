@@ -91,7 +91,8 @@ def _reading(
         return None
     national = phonenumbers.national_significant_number(number)
     if (
-        not "".join(groups).endswith(national)
+        number.country_code is None
+        or not "".join(groups).endswith(national)
         or _grouping(groups, number, national, international) < grouping
     ):
         return None

@@ -223,7 +223,7 @@ def _index_of(backend: Any) -> Iterator[_MetricIndex]:
         if entry is None or entry[0]() is not backend:
             key = id(backend)
             entry = _indexes[key] = (
-                weakref.ref(backend, lambda _ref, key=key: _indexes.pop(key, None)),
+                weakref.ref(backend, lambda _ref: _indexes.pop(key, None)),
                 _MetricIndex(),
             )
     index = entry[1]
@@ -320,12 +320,12 @@ def metric_data(
                 returned.append(result)
     for query in queries:  # metric math, on the results of the MetricStat queries (moto's parser)
         if "Expression" in query:
-            values, timestamps = parse_expression(query["Expression"], results)
+            computed, timestamps = parse_expression(query["Expression"], results)
             returned.append(
                 {
                     "id": query["Id"],
                     "label": query.get("Label") or query["Id"],
-                    "values": values,
+                    "values": computed,
                     "timestamps": timestamps,
                     "status_code": "Complete",
                 }
