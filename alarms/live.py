@@ -17,14 +17,15 @@ wall-clock start and its virtual one.
 from __future__ import annotations
 
 import json
-import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
+from alarms.catalog import AlarmSpec, build_catalog
 from alarms.evaluate import (
     AlarmRule,
     AlarmState,
@@ -39,7 +40,6 @@ from alarms.text import shorten
 
 __all__ = ["CLOCK_PATH", "AlarmView", "Check", "SandboxClock", "check_alarms", "list_alarms", "sandbox_clock", "shorten"]
 
-_RUNBOOK = re.compile(r"Runbook: ([a-z0-9-]+)")
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,24 @@ def sandbox_clock(endpoint_url: str | None, timeout: float = 5.0) -> SandboxCloc
     return None if clock.time_scale == 1.0 else clock
 
 
-def runbook_of(description: str | None) -> str:
-    found = _RUNBOOK.search(description or "")
-    return found.group(1) if found else ""
+@cache
+def _specs_by_suffix() -> dict[str, AlarmSpec]:
+    from stack.template import load_template
+
+    return {spec.name_suffix: spec for spec in build_catalog(load_template())}
+
+
+def spec_of(alarm_name: str, stack_name: str) -> AlarmSpec | None:
+    """The catalog's spec of the stack's alarm `<stack>-<suffix>` (None: an alarm it does not
+    define, such as the composite). Its runbook and first step are read here, never parsed back
+    out of the alarm's description."""
+    prefix = f"{stack_name}-"
+    return _specs_by_suffix().get(alarm_name[len(prefix) :]) if alarm_name.startswith(prefix) else None
+
+
+def runbook_of(alarm_name: str, stack_name: str) -> str:
+    spec = spec_of(alarm_name, stack_name)
+    return spec.runbook.value if spec else ""
 
 
 def _alarms(cloudwatch: Any, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -130,7 +145,7 @@ def list_alarms(cloudwatch: Any, stack_name: str) -> list[AlarmView]:
             name=alarm["AlarmName"],
             state=alarm["StateValue"],
             reason=alarm.get("StateReason", ""),
-            runbook=runbook_of(alarm.get("AlarmDescription")),
+            runbook=runbook_of(alarm["AlarmName"], stack_name),
             metric="composite" if kind == "composite" else f"{alarm.get('Namespace')}/{alarm.get('MetricName')}",
             updated=str(alarm.get("StateUpdatedTimestamp", "")),
         )
@@ -218,7 +233,7 @@ def check_alarms(
                 state=alarm["StateValue"],
                 verdict=verdict.state.value,
                 reason=verdict.reason,
-                runbook=runbook_of(alarm.get("AlarmDescription")),
+                runbook=runbook_of(alarm["AlarmName"], stack_name),
                 datapoints=[
                     {"period_start": p.timestamp.isoformat(), "value": p.value, "breaching": p.breaching}
                     for p in verdict.datapoints

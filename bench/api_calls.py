@@ -238,14 +238,15 @@ def run_job(sandbox: Any, counter: HandlerCallCounter, keys: list[str], *, timeo
 def _entities_found(sandbox: Any, keys: list[str]) -> dict[str, int]:
     """Entity type -> count over the runs that claimed `keys` (read on the sandbox's own client:
     not a handler's call, never counted)."""
+    from pipeline.stores.claims import ClaimsStore
     from pipeline.stores.tracking import TrackingStore
 
     outputs = sandbox.outputs
-    store = TrackingStore(
-        outputs["TrackingTableName"], sandbox.client("dynamodb"), claims_table=outputs["CoordinationTableName"]
-    )
+    ddb = sandbox.client("dynamodb")
+    store = TrackingStore(outputs["TrackingTableName"], ddb)
+    claims = ClaimsStore(outputs["TrackingTableName"], outputs["CoordinationTableName"], ddb)
     found: Counter[str] = Counter()
-    for run in set(store.claimed_runs(outputs["InputBucketName"], keys).values()):
+    for run in set(claims.claimed_runs(outputs["InputBucketName"], keys).values()):
         record = store.get_run(run)
         found.update((record.redaction_results or {}).get("entities_by_type", {}) if record else {})
     return dict(sorted(found.items()))

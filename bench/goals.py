@@ -1,4 +1,4 @@
-"""Every product goal of the project measured in one run, written to docs/PERFORMANCE.md.
+"""Every product goal of the project, measured one bench after another, written to docs/PERFORMANCE.md.
 
     .venv/bin/python -m bench.goals                        # goals and reported numbers: several minutes on 2 cores
     .venv/bin/python -m bench.goals --only api_calls --out /tmp/perf.md
@@ -84,10 +84,10 @@ def render(outcomes: Sequence[BenchOutcome], machine: Mapping[str, Any], started
     reported = [(name, row) for name, row in rows if not is_goal(row, name)]
     met = sum(row.met for _, row in goals)
     lines = [
-        "## Goals, measured in one run",
+        "## Product goals, measured",
         "",
-        f"Measured by `python -m bench.goals` on {started_at}: every row below comes from the same run, "
-        f"one bench after another in one process. {met} of {len(goals)} goals met.",
+        f"Measured by `python -m bench.goals` on {started_at}, one bench after another on one machine. "
+        f"{met} of {len(goals)} goals met.",
         "",
         f"Machine: {machine.get('usable_cores', '?')} usable cores ({machine.get('cpu_model') or 'unknown CPU'}), "
         f"{machine.get('memory_gb', '?')} GiB, Python {machine.get('python', '?')}, {machine.get('platform', '?')}, "

@@ -59,6 +59,7 @@ from pipeline.config import SEMAPHORE_KEY, ReconcileSettings
 from pipeline.jobs import RunRef, execution_arn, execution_name, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus, empty_failed_files
 from pipeline.stores.audit import AuditStore
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -492,7 +493,7 @@ class World:
         ddb, sfn = session.client("dynamodb"), session.client("stepfunctions")
         meter.attach(ddb)
         meter.attach(sfn)
-        tracking = TrackingStore(TRACKING_TABLE, ddb, claims_table=COORDINATION_TABLE)
+        tracking = TrackingStore(TRACKING_TABLE, ddb)
         runs = RunIndex(TRACKING_TABLE, ddb) if mode == "proper" else ScanningRunIndex(TRACKING_TABLE, ddb)
 
         def send(message: Any, delay: int) -> None:
@@ -502,7 +503,7 @@ class World:
             semaphore=Semaphore(COORDINATION_TABLE, ddb),
             executions=ExecutionsStore(sfn, self.state_machine_arn),
             tracking=tracking,
-            claims=tracking,
+            claims=ClaimsStore(TRACKING_TABLE, COORDINATION_TABLE, ddb),
             runs=runs,
             send=send,
             audit=AuditStore(COORDINATION_TABLE, ddb),

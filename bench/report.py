@@ -381,10 +381,9 @@ def _calls(configs: Sequence[Mapping[str, Any]]) -> list[str]:
     lines += [
         "### Made by Step Functions (moto's ASL interpreter, through boto3)",
         "",
-        "The `arn:aws:states:::dynamodb:updateItem` tasks go through one boto3 client per service that the "
-        "interpreter reuses (`sandbox.seams.interpreter_clients`), in-process through moto's stubber; none go over HTTP. Lambda "
-        "tasks make no call: the sandbox invokes their function in-process after IAM allowed it "
-        "(`sandbox.seams.lambda_tasks`).",
+        "The `arn:aws:states:::dynamodb:updateItem` tasks and the Lambda tasks go through the interpreter's own "
+        "boto3 clients, in-process through moto's stubber; none go over HTTP. IAM checks each of them as the "
+        "state machine's call.",
         "",
         *breakdown_table(sfn, "made by"),
         "",

@@ -40,7 +40,7 @@ from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
 from pipeline.stores._dynamodb import to_attribute
 from pipeline.stores.run_index import STATUS_INDEX
-from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, _queued_run_item
+from pipeline.stores.tracking import HEAD_SORT_KEY, RETENTION, queued_run_item
 from sandbox.seams import dynamodb_query
 
 SIZES = (10_000, 100_000)
@@ -69,7 +69,7 @@ def record_items(start: int, count: int, now: datetime, seed: int = 11) -> Itera
         started = now - age - timedelta(seconds=took, microseconds=index % 1_000_000)
         run = RunRef(job_id, format_timestamp(started))
         files = [f"{job_id}doc-{n:03d}.txt" for n in range(rng.randint(1, 6))]
-        item = _queued_run_item(run, files, "bench-input", started)
+        item = queued_run_item(run, files, "bench-input", started)
         updated = format_timestamp(now - age)
         item["status"] = {"S": status.value}
         item["updated_at"] = {"S": updated}

@@ -35,7 +35,8 @@ from pipeline.jobs import (
 )
 from pipeline.s3events import ObjectCreated, VersionOrder, compare_versions
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import ClaimWrite, ObjectClaim, TrackingStore
+from pipeline.stores.claims import ClaimWrite, ObjectClaim
+from pipeline.stores.protocols import ClaimsProtocol, TrackingProtocol
 
 MAX_SQS_DELAY_SECONDS = 900
 _MAX_ATTEMPTS = 5
@@ -134,7 +135,8 @@ def candidate_run(job_id: str, now: datetime, attempt: int, latest: str = "") ->
 
 def ingest_object(
     created: ObjectCreated,
-    store: TrackingStore,
+    store: TrackingProtocol,
+    claims: ClaimsProtocol,
     send: Callable[[JobMessage, int], object],
     settings: Settings,
     now: datetime,
@@ -150,7 +152,7 @@ def ingest_object(
     job_id = job_id_for_key(created.key, settings.job_folder_depth)
     delay = message_delay(job_id, created.key, settings)
     for attempt in range(_MAX_ATTEMPTS):
-        view = store.ingest_view(created.bucket, created.key, job_id)
+        view = claims.ingest_view(created.bucket, created.key, job_id)
         claim = view.claim
         if claim is not None:
             claimed = store.get_run(claim.run)
@@ -167,12 +169,12 @@ def ingest_object(
             else ObjectClaim(created.bucket, created.key, run, created.version)
         )
         if pending is None:
-            written = store.open_run_with_claim(successor, created.bucket, now, announce_ahead(delay, settings))
+            written = claims.open_run_with_claim(successor, created.bucket, now, announce_ahead(delay, settings))
             if written is ClaimWrite.WRITTEN:  # the run leads the job's head already (same write)
                 send(JobMessage(job_id, run.started_at, created.bucket), delay)
                 return IngestResult(IngestOutcome.NEW_RUN, run)
         else:
-            written = store.join_run_with_claim(successor, now, settings.max_files_per_run)
+            written = claims.join_run_with_claim(successor, now, settings.max_files_per_run)
             if written is ClaimWrite.WRITTEN:
                 return IngestResult(IngestOutcome.JOINED_PENDING_RUN, run)
             if written is ClaimWrite.RUN_CLOSED:
@@ -189,7 +191,7 @@ def _answer_repeat(
     delivery: Delivery,
     claim: ObjectClaim,
     created: ObjectCreated,
-    store: TrackingStore,
+    store: TrackingProtocol,
     send: Callable[[JobMessage, int], object],
     delay: int,
     now: datetime,

@@ -15,7 +15,6 @@ scheduled reconciler reports only (`ReconcileApply=false`), so the leak waits fo
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alarms.cloudformation import COMPOSITE
-from alarms.live import runbook_of
+from alarms.live import spec_of
 from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
 from pipeline.status import FileOutcome, JobStatus
@@ -222,7 +221,6 @@ COMPOSITE_ALARM = COMPOSITE.removesuffix("Alarm")
 LEAK_ALARM = "CounterDrift"  # a count above what runs, in every reconcile for 3 periods
 POISON_ALARM = "DlqNotEmpty"  # the main queue's DLQ
 PAGED_BY = (COMPOSITE_ALARM, LEAK_ALARM, POISON_ALARM)
-_FIRST_STEP = re.compile(r"First: (.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -271,15 +269,14 @@ def alarm_lines(cloudwatch: Any, stack_name: str) -> list[AlarmLine]:
     )
     for page in pages:
         for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
-            description = alarm.get("AlarmDescription") or ""
-            first = _FIRST_STEP.search(description)
+            spec = spec_of(alarm["AlarmName"], stack_name)
             lines.append(
                 AlarmLine(
                     name=alarm["AlarmName"].removeprefix(prefix),
                     state=alarm["StateValue"],
                     reason=alarm.get("StateReason", ""),
-                    runbook=runbook_of(description),
-                    first_step=first.group(1).strip() if first else "",
+                    runbook=spec.runbook.value if spec else "",
+                    first_step=spec.first_step if spec else "",
                 )
             )
     order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}

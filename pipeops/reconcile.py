@@ -14,6 +14,7 @@ from monitors.reconcile.loop import Reconciler, ReconcileReport, reconcile
 from pipeline.config import load_reconcile_settings
 from pipeline.queue import JobQueue
 from pipeline.stores.audit import AuditStore
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import Semaphore
@@ -30,7 +31,6 @@ def build(resources: StackResources, client: Client, *, grace_seconds: float | N
     router = lambda_client.get_function_configuration(FunctionName=resources.RouterFunctionName)
     variables = (router.get("Environment") or {}).get("Variables", {})
     dynamodb = client("dynamodb")
-    tracking = TrackingStore(resources.TrackingTableName, dynamodb, claims_table=resources.CoordinationTableName)
     # The router's variables give the stack's slots and mode; the reconciler's own keep their defaults.
     settings = load_reconcile_settings(
         variables,
@@ -39,8 +39,8 @@ def build(resources: StackResources, client: Client, *, grace_seconds: float | N
     return Reconciler(
         semaphore=Semaphore(resources.CoordinationTableName, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), resources.StateMachineArn),
-        tracking=tracking,
-        claims=tracking,
+        tracking=TrackingStore(resources.TrackingTableName, dynamodb),
+        claims=ClaimsStore(resources.TrackingTableName, resources.CoordinationTableName, dynamodb),
         runs=RunIndex(resources.TrackingTableName, dynamodb),
         send=JobQueue(client("sqs"), resources.MainQueueUrl).send,
         audit=AuditStore(resources.CoordinationTableName, dynamodb),

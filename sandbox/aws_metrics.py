@@ -189,12 +189,6 @@ class AwsMetricsPublisher(BackgroundThread):
             self._queue.put(_STOP)
             self._hurry.set()
 
-    def __enter__(self) -> AwsMetricsPublisher:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     def flush(self, timeout: float = 10.0) -> bool:
         """Block until every datum queued before this call is sent (or given up); False on timeout."""
         deadline = time.monotonic() + timeout

@@ -47,6 +47,12 @@ class BackgroundThread:
             return False
         return True
 
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def _interrupt(self) -> None:
         """Wake the thread for `stop` (it already waits on `_stop` unless told otherwise)."""
 

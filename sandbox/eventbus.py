@@ -421,12 +421,6 @@ class EventBus(BackgroundThread):
         self._started = False
         return not alive
 
-    def __enter__(self) -> EventBus:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     @property
     def started(self) -> bool:
         return self._started

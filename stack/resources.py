@@ -58,6 +58,7 @@ class StackResources:
     TrackerDeadLetterQueueUrl: str = ""
     WorkBucketName: str = ""
     IngestDeadLetterQueueUrl: str = ""
+    QuarantineQueueUrl: str = ""
     IngestFunctionName: str = ""
     BatchTriggerFunctionName: str = ""
     WorkflowTrackerFunctionName: str = ""

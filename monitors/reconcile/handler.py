@@ -40,7 +40,7 @@ def _reconciler(actor: str) -> Reconciler:
         semaphore=_wiring.semaphore(),
         executions=parts["executions"],
         tracking=tracking,
-        claims=tracking,
+        claims=_wiring.claims_store(),
         runs=RunIndex(settings.require("tracking_table"), client("dynamodb")),
         send=_wiring.job_queue().send,
         audit=AuditStore(settings.require("coordination_table"), client("dynamodb")),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pipeline.artifacts import ArtifactStore
     from pipeline.pii import PiiDetector
     from pipeline.queue import JobQueue
+    from pipeline.stores.claims import ClaimsStore
     from pipeline.stores.semaphore import Semaphore
     from pipeline.stores.tracking import TrackingStore
 
@@ -68,12 +69,17 @@ def settings() -> Settings:
 
 @built_once
 def tracking_store() -> TrackingStore:
-    """Claims (the coordination table) are read by the reconciler; writing them is ingest's alone."""
     from pipeline.stores.tracking import TrackingStore
 
-    return TrackingStore(
-        settings().require("tracking_table"), client("dynamodb"), claims_table=settings().coordination_table or ""
-    )
+    return TrackingStore(settings().require("tracking_table"), client("dynamodb"))
+
+
+@built_once
+def claims_store() -> ClaimsStore:
+    """Claims (the coordination table) are read by the reconciler; writing them is ingest's alone."""
+    from pipeline.stores.claims import ClaimsStore
+
+    return ClaimsStore(settings().require("tracking_table"), settings().require("coordination_table"), client("dynamodb"))
 
 
 @built_once

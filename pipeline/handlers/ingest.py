@@ -11,7 +11,6 @@ from pipeline.handlers import _wiring
 from pipeline.ingest import IngestOutcome, ingest_object, pick_key
 from pipeline.jobs import is_folder_marker, utc_now
 from pipeline.s3events import ObjectCreated, objects_in
-from pipeline.stores.tracking import TrackingStore
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -27,17 +26,6 @@ _METRICS = {
     IngestOutcome.STALE: (Metric.DUPLICATE_DELIVERIES,),
 }
 _INGESTED = frozenset({IngestOutcome.NEW_RUN, IngestOutcome.JOINED_PENDING_RUN})
-
-
-@_wiring.built_once
-def _store() -> TrackingStore:
-    """Ingest's tracking store also writes object claims (to the coordination table)."""
-    settings = _wiring.settings()
-    return TrackingStore(
-        settings.require("tracking_table"),
-        client("dynamodb"),
-        claims_table=settings.require("coordination_table"),
-    )
 
 
 def _etag_of(bucket: str) -> Callable[[str], str | None]:
@@ -74,7 +62,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
             created = _located(delivered)
             correlate(file_key=created.key)
-            result = ingest_object(created, _store(), _wiring.job_queue().send, _wiring.settings(), utc_now())
+            result = ingest_object(created, _wiring.tracking_store(), _wiring.claims_store(), _wiring.job_queue().send, _wiring.settings(), utc_now())
         except Exception:
             if message_id is None:
                 raise

@@ -21,7 +21,8 @@ _DELIMITERS = (",", ";", "\t", "|")
 _NOT_A_HEADER = re.compile(r"[{}\[\]:=]")
 _FIELD_MARKS = (",", ";", "|", "\t")
 LABEL_WORDS = 4  # "Social Security No." / "my ssn is": the label sits within the last few words
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_A-Za-z]+")
+_LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters of any script
+_ASCII_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")  # camelCase and SHOUTING split
 
 
 class Topic(StrEnum):
@@ -33,12 +34,16 @@ class Topic(StrEnum):
     CARD = "CARD"
 
 
-# Single words, or two-word phrases written "first second". One source of truth for all labels.
+# Single words, or two-word phrases written "first second" (matched with at most one word between
+# them: "my mobile number", "bank savings account"). One source of truth for all labels.
 CONTEXT_WORDS: dict[Topic, frozenset[str]] = {
     Topic.PHONE: frozenset(
         {"phone", "phones", "tel", "telephone", "telefon", "telefono", "téléphone", "mobile", "mob", "cell",
          "cellphone", "fax", "call", "ring", "dial", "text", "whatsapp", "contact", "msisdn", "landline",
-         "portable", "handy", "ph"}
+         "portable", "handy", "ph", "my number", "cel", "celular", "telefone", "movil", "móvil",
+         "cellulare", "mobiel", "mobil", "gsm", "tlf", "tfn", "telf", "telefonnummer", "telefoonnummer",
+         "handynummer", "mobilnummer", "rufnummer", "puhelin", "telefonszám", "mobilszám", "телефон", "тел", "電話", "電話番号", "携帯",
+         "电话", "手机", "전화", "휴대폰", "טלפון", "נייד", "هاتف", "جوال"}
     ),
     Topic.SSN: frozenset({"ssn", "ssns", "social security", "socialsecurity", "socsec"}),
     Topic.IBAN: frozenset({"iban", "ibans", "bank account", "account number"}),
@@ -47,9 +52,24 @@ CONTEXT_WORDS: dict[Topic, frozenset[str]] = {
 }  # fmt: skip
 
 
+def _stems(vocabulary: frozenset[str]) -> tuple[str, ...]:
+    """Substrings one of which every label of the vocabulary holds (a phrase: its last word),
+    none holding another ("tel" stands for "telephone" too): a necessary condition for a label,
+    tested with `in` far faster than splitting the words."""
+    lasts = {entry.split()[-1] for entry in vocabulary}
+    return tuple(sorted(stem for stem in lasts if not any(other != stem and other in stem for other in lasts)))
+
+
+_STEMS: dict[Topic, tuple[str, ...]] = {topic: _stems(words) for topic, words in CONTEXT_WORDS.items()}
+
+
 def words(label: str) -> list[str]:
     """Lower-case words of a label, identifiers split: `customer_SSN` -> customer, ssn."""
-    return [word.lower() for word in _WORD.findall(label)]
+    found: list[str] = []
+    for token in _LETTERS.findall(label):
+        # ASCII identifiers split at case changes ("phoneNumber"); other scripts' words whole ("Móvil")
+        found.extend(_ASCII_WORD.findall(token) if token.isascii() else (token,))
+    return [word.lower() for word in found]
 
 
 @lru_cache(maxsize=4096)
@@ -57,7 +77,10 @@ def mentions(label: str, topic: Topic) -> bool:
     """Whether `label` holds one of the topic's context words (or two-word phrases)."""
     found = words(label)
     vocabulary = CONTEXT_WORDS[topic]
-    pairs = (f"{first} {second}" for first, second in itertools.pairwise(found))
+    pairs = itertools.chain(
+        (f"{first} {second}" for first, second in itertools.pairwise(found)),
+        (f"{first} {second}" for first, second in zip(found, found[2:], strict=False)),
+    )
     return any(word in vocabulary for word in found) or any(pair in vocabulary for pair in pairs)
 
 
@@ -68,6 +91,7 @@ class ContextIndex:
         self._text = text
         self._line_starts: list[int] | None = None
         self._header: dict[int, int] = {}
+        self._tables: dict[int, tuple[str, list[str]] | None] = {}
 
     def _starts(self) -> list[int]:
         if self._line_starts is None:
@@ -103,28 +127,43 @@ class ContextIndex:
             self._header[line] = header
         return header
 
+    def _columns(self, number: int) -> tuple[str, list[str]] | None:
+        """The delimiter of line `number` and its table's header fields; None outside a table."""
+        if number not in self._tables:
+            self._tables[number] = self._find_columns(number)
+        return self._tables[number]
+
+    def _find_columns(self, number: int) -> tuple[str, list[str]] | None:
+        line = self._line(number)
+        delimiter = self._delimiter(line)
+        if delimiter is None:
+            return None
+        header_number = self._header_line(number, delimiter, line.count(delimiter) + 1)
+        if header_number == number:
+            return None  # the value is in the header itself, or the line stands alone
+        header = self._line(header_number)
+        if _NOT_A_HEADER.search(header):
+            return None  # lines of JSON or code that happen to hold commas are no table
+        return delimiter, header.split(delimiter)
+
     def column_header(self, start: int) -> str:
         """The header of the CSV column holding offset `start`, or '' outside a table."""
         starts = self._starts()
         number = bisect.bisect_right(starts, start) - 1
-        line = self._line(number)
-        delimiter = self._delimiter(line)
-        if delimiter is None:
+        columns = self._columns(number)  # cached per line: a line holds several candidates
+        if columns is None:
             return ""
-        fields = line.count(delimiter) + 1
-        header_number = self._header_line(number, delimiter, fields)
-        if header_number == number:
-            return ""  # the value is in the header itself, or the line stands alone
-        header = self._line(header_number)
-        if _NOT_A_HEADER.search(header):
-            return ""  # lines of JSON or code that happen to hold commas are no table
-        column = line.count(delimiter, 0, start - starts[number])
-        return header.split(delimiter)[column]
+        delimiter, header = columns
+        column = self._text.count(delimiter, starts[number], start)
+        return header[column] if column < len(header) else ""
 
     def labelled(self, start: int, topic: Topic) -> bool:
         """Whether the value at `start` is labelled as `topic`: just before it, or by its column."""
         line_start = self._text.rfind("\n", 0, start) + 1
         before = self._text[max(line_start, start - WINDOW) : start]
+        lowered = before.lower()
+        if not any(stem in lowered for stem in _STEMS[topic]):  # most candidates: no label near
+            return mentions(self.column_header(start), topic)
         # A label belongs to the value right after it: not across another number, a field or
         # clause separator, or more than a few words ("SSN on file; order 123456789").
         before = before[_last_digit_end(before) :]

@@ -38,6 +38,42 @@ class _Scan:
     def labelled(self, start: int, topic: Topic) -> bool:
         return self.context.labelled(start, topic)
 
+    def fragment(self, start: int, end: int, *, of_cards: bool = True) -> bool:
+        """Whether [start, end) is part of a longer account-number-like run (or a card-like one).
+
+        Such a run is one token to a reader: a phone, card or SSN found among its digit groups
+        is a fragment of it, never a number of its own (see `_ACCOUNT_RUN`). Cards are checked
+        against account-like runs only: a card-like run is what a card is printed as.
+        """
+        text = self.text
+        if not (_GROUP_BEFORE.search(text, max(0, start - 8), start) or _GROUP_AFTER.match(text, end)):
+            return False  # no digit-bearing group next to it: the common case, decided cheaply
+        low, high = max(0, start - _RUN_REACH), min(len(text), end + _RUN_REACH)
+        patterns = (_ACCOUNT_RUN, _CARD_RUN) if of_cards else (_ACCOUNT_RUN,)
+        return any(
+            _part_of(start, end, run.span()) for pattern in patterns for run in pattern.finditer(text, low, high)
+        )
+
+
+def _part_of(start: int, end: int, run: Span) -> bool:
+    return run[0] < end and start < run[1] and run != (start, end)
+
+
+_GROUP_BEFORE = re.compile(r"[0-9][A-Za-z0-9]{0,3}[ -]\Z")
+_GROUP_AFTER = re.compile(r"[ -][A-Za-z0-9]{0,3}[0-9]")
+_RUN_REACH = 48  # the longest IBAN (34 characters) printed in groups, and then some
+
+# Account-number-like: country letters and check digits, then at least two groups of exactly four
+# letters or digits ("CR05 0152 0200 1026 2840 6"), whether or not it is a valid IBAN. A valid one
+# is reported by the IBAN rule; an invalid or truncated one is left alone (docs/PII.md), but
+# never as a phone, card or SSN made of its groups.
+_ACCOUNT_RUN = re.compile(
+    r"(?<![\w-])[A-Za-z]{2}[0-9]{2}(?:[ -][A-Za-z0-9]{4}(?![A-Za-z0-9])){2,}+(?:[ -][A-Za-z0-9]{1,3}(?![\w-]))?"
+)
+# Card-like: four or more groups of exactly four digits (a card printed, valid or not); its
+# first three groups are no phone number ("0800 0000 1920 0014").
+_CARD_RUN = re.compile(r"(?<![\w-])[0-9]{4}(?:[ -][0-9]{4}(?![0-9])){3,}+(?:[ -][0-9]{1,4}(?![\w-]))?")
+
 
 Extractor = Callable[[re.Match[str], _Scan], Span | None]
 
@@ -109,22 +145,30 @@ _PHONE_CUT = re.compile(r"[ ./(-][^ ./(-]*$")
 
 
 def _phone_reading(value: str, scan: _Scan, start: int) -> bool:
+    if _DECIMAL.match(value) or _PARENS_LATE.search(value):
+        return False
+    if _unlabelled_phone(value, scan.phone_regions):
+        return True
+    # A label says what the value is: read it for every region, printed any way (still valid).
+    from pipeline.pii.phones import read_labelled_phone
+
+    return scan.labelled(start, Topic.PHONE) and read_labelled_phone(value, scan.phone_regions) is not None
+
+
+def _unlabelled_phone(value: str, regions: tuple[str, ...]) -> bool:
+    """A phone without a label: a national format of `regions` (trunk prefix and the region's
+    grouping kept) or a "+"/"00" number, valid as libphonenumber knows the assigned ranges."""
     from pipeline.pii.phones import plausible, read_phone  # libphonenumber on first use only
 
-    regions = scan.phone_regions
-    if not plausible(value, regions) or _DECIMAL.match(value) or _PARENS_LATE.search(value):
-        return False
-    if _RANGE.match(value) and not scan.labelled(start, Topic.PHONE):
+    if not plausible(value, regions) or _RANGE.match(value):
         return False  # "12345-67890" is a range or a reference more often than a phone
     if len(_GROUPS.findall(value)) == 1 and not value.startswith("+"):
-        # Ten bare digits are an order number as often as a phone: only where labelled.
-        return scan.labelled(start, Topic.PHONE) and read_phone(value, regions, lenient=True) is not None
+        return False  # ten bare digits are an order number as often as a phone
     if read_phone(value, regions) is not None:
         return True
-    # Outside the ranges libphonenumber knows as assigned, but of a possible length: a phone where
-    # an "(0x)" trunk-and-area group (written only for phones) or a label says so.
-    shaped = value.startswith("(0")
-    return (shaped or scan.labelled(start, Topic.PHONE)) and read_phone(value, regions, lenient=True) is not None
+    # Outside the assigned ranges but of a possible length: a phone where an "(0x)"
+    # trunk-and-area group (written only for phones) says so.
+    return value.startswith("(0") and read_phone(value, regions, lenient=True) is not None
 
 
 def _phone(match: re.Match[str], scan: _Scan) -> Span | None:
@@ -132,7 +176,8 @@ def _phone(match: re.Match[str], scan: _Scan) -> Span | None:
     start, value = match.start("pii"), match["pii"]
     while len(_digits(value)) >= 8:
         if _phone_reading(value, scan, start):
-            return start, start + len(value)
+            end = start + len(value)
+            return None if scan.fragment(start, end) else (start, end)
         # Too long or not a number: the greedy groups may have run on into a following number.
         cut = _PHONE_CUT.search(value)
         if cut is None:
@@ -145,10 +190,14 @@ def _phone(match: re.Match[str], scan: _Scan) -> Span | None:
 
 # 078-05-1120, 078 05 1120, 078.05.1120: the same separator twice.
 _SSN = re.compile(r"(?<![\w.-])(?P<pii>[0-9]{3}(?P<sep>[-. ])[0-9]{2}(?P=sep)[0-9]{4})(?![\w-]|\.[0-9])")
-# Nine bare digits are an SSN only when labelled ("my ssn is 123456789", {"ssn": "123456789"}).
 _SPACED_AFTER = re.compile(r"[ .][0-9]")
 _SPACED_BEFORE = re.compile(r"[0-9][ .]$")
-_SSN_BARE = re.compile(r"(?<![\w.+-])(?P<pii>[0-9]{9})(?![\w-]|\.[0-9])")
+# Nine digits not grouped 3-2-4 are an SSN only when labelled: bare ("my ssn is 123456789",
+# {"ssn": "123456789"}) or typed carelessly ("SSN 078-051120", "07805-1120"; unlabelled, a
+# reference or a ZIP+4 code).
+_SSN_LABELLED = re.compile(
+    r"(?<![\w.+-])(?P<pii>[0-9]{9}|[0-9]{3}-[0-9]{6}|[0-9]{5}-[0-9]{4})(?![\w-]|\.[0-9])"
+)
 
 
 def _ssn(match: re.Match[str], scan: _Scan) -> Span | None:
@@ -157,12 +206,14 @@ def _ssn(match: re.Match[str], scan: _Scan) -> Span | None:
         _SPACED_AFTER.match(scan.text, end) or _SPACED_BEFORE.match(scan.text, max(0, start - 2), start)
     ):
         return None  # part of a longer run of spaced or dotted digit groups
-    return (start, end) if is_valid_ssn(_digits(match["pii"])) else None
+    if not is_valid_ssn(_digits(match["pii"])) or scan.fragment(start, end):
+        return None
+    return start, end
 
 
 def _labelled_ssn(match: re.Match[str], scan: _Scan) -> Span | None:
     start, end = match.span("pii")
-    if not is_valid_ssn(match["pii"]) or not scan.labelled(start, Topic.SSN):
+    if not is_valid_ssn(_digits(match["pii"])) or not scan.labelled(start, Topic.SSN):
         return None
     return start, end
 
@@ -206,7 +257,8 @@ def _card(match: re.Match[str], scan: _Scan) -> Span | None:
         if cut <= 0 or len(_digits(value[:cut])) < 13:
             return None
         value = value[:cut]
-    return start, start + len(value)
+    end = start + len(value)
+    return None if scan.fragment(start, end, of_cards=False) else (start, end)
 
 
 # --- IP addresses ------------------------------------------------------------------------------
@@ -306,7 +358,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(EntityType.EMAIL, _EMAIL, _email),
     _Rule(EntityType.PHONE, _PHONE, _phone),
     _Rule(EntityType.SSN, _SSN, _ssn),
-    _Rule(EntityType.SSN, _SSN_BARE, _labelled_ssn),
+    _Rule(EntityType.SSN, _SSN_LABELLED, _labelled_ssn),
     _Rule(EntityType.CREDIT_DEBIT_NUMBER, _CARD, _card),
     _Rule(EntityType.IP_ADDRESS, _IPV4, _ipv4),
     _Rule(EntityType.IP_ADDRESS, _IPV6, _ipv6),
@@ -332,7 +384,16 @@ class OfflineDetector:
         for rule in _RULES:
             if rule.type not in self.types:
                 continue
-            for match in rule.pattern.finditer(text):
-                span = rule.extract(match, scan)
-                if span is not None:
-                    yield PiiEntity(rule.type, span[0], span[1])
+            yield from _scan_rule(rule, scan, 0, len(text))
+
+
+def _scan_rule(rule: _Rule, scan: _Scan, start: int, end: int) -> Iterable[PiiEntity]:
+    """The rule's entities in text[start:end]. Where a candidate is only partly taken, the rest of
+    it is scanned again: it may be the next, adjacent number ("020 7946 0958 0412 345 678")."""
+    for match in rule.pattern.finditer(scan.text, start, end):
+        span = rule.extract(match, scan)
+        if span is None:
+            continue
+        yield PiiEntity(rule.type, span[0], span[1])
+        if span[1] < match.end():  # the look-ahead held at match.end(), so it holds at the new end
+            yield from _scan_rule(rule, scan, span[1], match.end())

@@ -180,6 +180,50 @@ def read_phone(value: str, regions: tuple[str, ...], *, lenient: bool = False) -
     return None
 
 
+MAX_TRUNK_DIGITS = 2  # what may precede the national number when read for any region: "0", "06", "8"
+
+
+@lru_cache(maxsize=1)
+def _every_region() -> tuple[str, ...]:
+    return tuple(sorted(phonenumbers.SUPPORTED_REGIONS))
+
+
+def _valid_reading(number: PhoneNumber | None, digits: str, *, trunk_allowed: bool) -> PhoneReading | None:
+    if number is None or not phonenumbers.is_valid_number(number):
+        return None
+    national = phonenumbers.national_significant_number(number)
+    left = len(digits) - len(national)
+    if not digits.endswith(national) or left > (MAX_TRUNK_DIGITS if trunk_allowed else 0):
+        return None
+    return PhoneReading(number.country_code, national, valid=True)
+
+
+@lru_cache(maxsize=4096)
+def read_labelled_phone(value: str, regions: tuple[str, ...]) -> PhoneReading | None:
+    """The phone number a value labelled as one ("Tel.", "mobile:", a `phone` column) is, or None.
+
+    A label is evidence enough to read the value as a number of any region libphonenumber knows,
+    printed any way, with or without its trunk prefix: "09-7625400", "0212 345 67 89",
+    "13812345678", "425 8829090". It must still be a valid number (in an assigned range) of some
+    region; `regions` are tried first, leniently, as for unlabelled text.
+    """
+    reading = read_phone(value, regions, lenient=True)
+    if reading is not None:
+        return reading
+    cleaned = value.replace("(0)", " ")
+    digits = "".join(_GROUP.findall(cleaned))
+    if not MIN_INTERNATIONAL_DIGITS <= len(digits) <= MAX_INTERNATIONAL_DIGITS + 2:
+        return None
+    if cleaned.lstrip().startswith("+") or (digits.startswith("00") and not digits.startswith("000")):
+        international = digits if cleaned.lstrip().startswith("+") else digits[2:]
+        return _valid_reading(_parse("+" + international, None), international, trunk_allowed=False)
+    for region in (*regions, *_every_region()):
+        reading = _valid_reading(_parse(digits, region), digits, trunk_allowed=True)
+        if reading is not None:
+            return reading
+    return None
+
+
 def country_code_of(value: str) -> int | None:
     """The country code of a value written with "+", even when the rest is no valid number."""
     if not value.lstrip().startswith("+"):

@@ -7,6 +7,7 @@ immediate new attempt would not fix is the one `TransactionCancelledError`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -81,3 +82,41 @@ def cancellations(exc: BaseException) -> list[Cancellation] | None:
         return None
     reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
     return [Cancellation(str(r.get("Code") or "None"), r.get("Item"), str(r.get("Message") or "")) for r in reasons]
+
+
+BATCH_GET_LIMIT = 100  # keys per BatchGetItem
+_BATCH_GET_ROUNDS = 8  # asks for keys left unprocessed (throttling), with a growing backoff
+
+
+def batch_get(client: Any, table: str, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items of `keys` in one table that exist, consistent reads, in batches of 100."""
+    items: list[dict[str, Any]] = []
+    for start in range(0, len(keys), BATCH_GET_LIMIT):
+        request = {table: {"Keys": keys[start : start + BATCH_GET_LIMIT], "ConsistentRead": True}}
+        for attempt in range(_BATCH_GET_ROUNDS):
+            response = client.batch_get_item(RequestItems=request)
+            items.extend(response.get("Responses", {}).get(table, []))
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(2.0, 0.05 * 2**attempt))  # throttled keys: back off, then retry them
+        else:
+            raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
+    return items
+
+
+def get_each(client: Any, keys: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    """One item per table (None where absent), consistent reads in one BatchGetItem; keys
+    left unprocessed (throttling) are asked again after a backoff."""
+    found: dict[str, dict[str, Any] | None] = dict.fromkeys(keys)
+    request: dict[str, Any] = {table: {"Keys": [key], "ConsistentRead": True} for table, key in keys.items()}
+    for attempt in range(_BATCH_GET_ROUNDS):
+        response = client.batch_get_item(RequestItems=request)
+        for table, items in response.get("Responses", {}).items():
+            if items:
+                found[table] = items[0]
+        request = response.get("UnprocessedKeys") or {}
+        if not request:
+            return found
+        time.sleep(min(2.0, 0.05 * 2**attempt))
+    raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")

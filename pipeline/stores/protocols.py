@@ -17,9 +17,10 @@ from typing import Any, Protocol
 from pipeline.jobs import RunRef
 from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.audit import AuditHistory, LastRun
+from pipeline.stores.claims import ClaimWrite, IngestView, ObjectClaim
 from pipeline.stores.executions import ExecutionOutcome, ListedExecution, RunningExecution
 from pipeline.stores.semaphore import AcquireResult, JointWrite, ReleaseResult, SemaphoreState
-from pipeline.stores.tracking import ClaimWrite, IngestView, ObjectClaim, RunRecord
+from pipeline.stores.tracking import RunRecord
 
 Guard = Any  # one half of a joint write, built by the tracking store, run by the semaphore
 
@@ -86,8 +87,8 @@ class TrackingProtocol(Protocol):
 
 
 class ClaimsProtocol(Protocol):
-    """Object claims (coordination table), written in one transaction with the run that holds the
-    file (`pipeline.stores.tracking`: the same store, as the writes span both tables)."""
+    """Object claims (coordination table), each written in one transaction with the run that
+    holds its file (`pipeline.stores.claims`)."""
 
     def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]: ...
     def object_claim(self, bucket: str, key: str) -> ObjectClaim | None: ...

@@ -8,57 +8,25 @@ it ends: it keys the sparse `active-jobs` index, so "which jobs are active" is a
 Head items: key (job_id, "#head"). `latest_started_at` lets the batch trigger read the latest run
 of many jobs with two BatchGetItem calls instead of one query per job; `pending_started_at` names
 the QUEUED run that still accepts files arriving in the job's folder (docs/ARCHITECTURE.md#files-dropped-by-folder-batching).
-Realtime ingest sets both in the transaction that opens a run, and reads the head together with
-the object's claim (one BatchGetItem): a file costs ingest one read and one write.
-
-Object claims live in the coordination table (its idempotency half), key `object#<bucket>/<key>`:
-the latest version of an S3 object ingest has seen and the run it put that version in. A claim is
-written in the same transaction that puts the file into a run, so "claimed" and "in a run" can
-never disagree, and a redelivered event finds its version already claimed. (Not in this table: a
-claim is no run, and every reader of run items would have to learn to skip it.)
+Realtime ingest sets both in the transaction that opens a run together with the object's claim
+(`pipeline.stores.claims`, which builds those items with `queued_run_item` and `run_key`). The
+index reads are `pipeline.stores.run_index`'s.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import (
-    FailedFileKind,
-    JobStatus,
-    allowed_predecessors,
-    empty_failed_files,
-)
-from pipeline.stores._dynamodb import (
-    TransactionCancelledError,
-    cancellations,
-    from_item,
-    is_condition_failure,
-    to_attribute,
-)
+from pipeline.status import FailedFileKind, JobStatus, allowed_predecessors, empty_failed_files
+from pipeline.stores._dynamodb import batch_get, from_item, get_each, is_condition_failure, to_attribute
 from pipeline.stores.semaphore import Semaphore, SemaphoreState
-
-if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_object_version`
-    from pipeline.s3events import ObjectVersion
 
 HEAD_SORT_KEY = "#head"
 RETENTION = timedelta(days=90)
-CLAIM_KEY_PREFIX = "object#"
-_BATCH_GET_LIMIT = 100
-
-
-
-def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
-    """An `ObjectVersion`, imported here: the router, tracker and batch trigger use this module
-    but never an object claim, so they do not load the S3 event parser (bench/imports.py)."""
-    from pipeline.s3events import ObjectVersion
-
-    return ObjectVersion(sequencer, version_id)
 
 
 @dataclass(frozen=True)
@@ -112,109 +80,22 @@ class RunRecord:
         )
 
 
-@dataclass(frozen=True)
-class ObjectClaim:
-    """The latest version of one S3 object that ingest put into a run, and that run.
-
-    `revision` counts the claim's writes: each write is conditional on the revision it replaces,
-    so of two deliveries racing on one object exactly one wins and the other decides again.
-    """
-
-    bucket: str
-    key: str
-    run: RunRef
-    version: ObjectVersion = field(default_factory=_object_version)
-    revision: int = 1
-
-    @property
-    def doc_key(self) -> str:
-        return claim_key(self.bucket, self.key)
-
-    def succeeded_by(self, run: RunRef, version: ObjectVersion) -> ObjectClaim:
-        """The claim that replaces this one: `version` is in `run` now."""
-        return ObjectClaim(self.bucket, self.key, run, version, self.revision + 1)
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> ObjectClaim:
-        data = from_item(item)
-        return cls(
-            bucket=data["bucket"],
-            key=data["object_key"],
-            run=RunRef(data["job_id"], data["run_started_at"]),
-            version=_object_version(data.get("sequencer", ""), data.get("version_id", "")),
-            revision=int(data["revision"]),
-        )
-
-
-def claim_key(bucket: str, key: str) -> str:
-    """Coordination-table key of an object's claim (bucket ≤ 63 + key ≤ 1024 bytes: fits 2048)."""
-    return f"{CLAIM_KEY_PREFIX}{bucket}/{key}"
-
-
-@dataclass(frozen=True)
-class IngestView:
-    """What ingest decides from, read in one call: the object's claim and its job's head."""
-
-    claim: ObjectClaim | None
-    pending: RunRef | None  # the job's run that still accepts files
-    latest: str = ""  # the start of the job's latest run ("": none); a new run must start after it
-
-
-class ClaimWrite(StrEnum):
-    """What a transaction that puts a file into a run and claims the object did."""
-
-    WRITTEN = "written"  # the file is in the run and the claim names it, atomically
-    CLAIM_MOVED = "claim_moved"  # another delivery changed the claim first: decide again
-    PENDING_MOVED = "pending_moved"  # the job got a pending run meanwhile: join that one
-    RUN_EXISTS = "run_exists"  # a run with the candidate's start time exists already
-    RUN_CLOSED = "run_closed"  # the pending run was frozen by the router (or is gone)
-    CONFLICT = "conflict"  # a concurrent transaction touched the same items: try again
-
-
-# What a ConditionalCheckFailed on each item of an ingest transaction means, by item role, in
-# order of precedence when several items failed.
-_CONDITION_FAILED = {
-    "claim": ClaimWrite.CLAIM_MOVED,
-    "head": ClaimWrite.PENDING_MOVED,
-    "new_run": ClaimWrite.RUN_EXISTS,
-    "pending_run": ClaimWrite.RUN_CLOSED,
-}
-
-
-def cancellation_outcome(codes: Sequence[str], roles: Sequence[str]) -> ClaimWrite:
-    """Map a TransactionCanceledException's CancellationReasons codes (one per item, in order).
-
-    A changed claim wins over everything else: the event may be a duplicate now, so the caller
-    must decide again before looking at runs. A TransactionConflict (another transaction held an
-    item) is worth an immediate new attempt; anything else (throttling, validation) raises, so the
-    event source retries with its backoff. The message names codes only, never item data.
-    """
-    failed = {role for role, code in zip(roles, codes, strict=False) if code == "ConditionalCheckFailed"}
-    for role, outcome in _CONDITION_FAILED.items():
-        if role in failed:
-            return outcome
-    if "TransactionConflict" in codes and all(code in ("TransactionConflict", "None") for code in codes):
-        return ClaimWrite.CONFLICT
-    reasons = ", ".join(code for code in codes if code != "None") or "no reason given"
-    raise TransactionCancelledError(f"transaction cancelled: {reasons}")
-
-
-def _expiry(now: datetime) -> int:
+def run_expiry(now: datetime) -> int:
+    """When a run item written now expires (its TTL attribute)."""
     return int((now + RETENTION).timestamp())
+
+
+def run_key(job_id: str, sort_key: str) -> dict[str, Any]:
+    """A tracking-table key: a run's (its start) or the job's head (HEAD_SORT_KEY)."""
+    return {"job_id": {"S": job_id}, "started_at": {"S": sort_key}}
 
 
 class TrackingStore:
     """Reads and conditional writes of job runs. Takes a boto3 DynamoDB client (moto drops in)."""
 
-    def __init__(self, table_name: str, client: Any, *, claims_table: str = "") -> None:
-        """`claims_table` (the coordination table) is needed only by the object-claim methods."""
+    def __init__(self, table_name: str, client: Any) -> None:
         self._table = table_name
         self._client = client
-        self._claims_table = claims_table
-
-    @staticmethod
-    def _key(job_id: str, sort_key: str) -> dict[str, Any]:
-        return {"job_id": {"S": job_id}, "started_at": {"S": sort_key}}
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -233,7 +114,7 @@ class TrackingStore:
         try:
             self._client.put_item(
                 TableName=self._table,
-                Item=_queued_run_item(run, files, bucket, now, extra, announce_delay),
+                Item=queued_run_item(run, files, bucket, now, extra, announce_delay),
                 ConditionExpression="attribute_not_exists(job_id)",
             )
         except Exception as exc:
@@ -248,10 +129,10 @@ class TrackingStore:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=self._key(run.job_id, HEAD_SORT_KEY),
+                Key=run_key(run.job_id, HEAD_SORT_KEY),
                 UpdateExpression="SET latest_started_at = :s, expiration_time = :exp",
                 ConditionExpression="attribute_not_exists(latest_started_at) OR latest_started_at < :s",
-                ExpressionAttributeValues={":s": {"S": run.started_at}, ":exp": {"N": str(_expiry(now))}},
+                ExpressionAttributeValues={":s": {"S": run.started_at}, ":exp": {"N": str(run_expiry(now))}},
             )
         except Exception as exc:
             if not is_condition_failure(exc):  # a newer run already leads: nothing to do
@@ -259,7 +140,7 @@ class TrackingStore:
 
     def get_run(self, run: RunRef) -> RunRecord | None:
         response = self._client.get_item(
-            TableName=self._table, Key=self._key(run.job_id, run.started_at), ConsistentRead=True
+            TableName=self._table, Key=run_key(run.job_id, run.started_at), ConsistentRead=True
         )
         item = response.get("Item")
         return RunRecord.from_item(item) if item else None
@@ -283,31 +164,15 @@ class TrackingStore:
 
     def latest_runs(self, job_ids: Sequence[str]) -> dict[str, RunRecord]:
         """The latest run of each job that has one, in batches (two BatchGetItem rounds)."""
-        heads = self._batch_get([self._key(job_id, HEAD_SORT_KEY) for job_id in dict.fromkeys(job_ids)])
+        heads = batch_get(self._client, self._table, [run_key(job_id, HEAD_SORT_KEY) for job_id in dict.fromkeys(job_ids)])
         run_keys = [
-            self._key(head["job_id"]["S"], head["latest_started_at"]["S"])
+            run_key(head["job_id"]["S"], head["latest_started_at"]["S"])
             for head in heads
             if "latest_started_at" in head
         ]
         return {
-            record.job_id: record for record in (RunRecord.from_item(i) for i in self._batch_get(run_keys))
+            record.job_id: record for record in (RunRecord.from_item(i) for i in batch_get(self._client, self._table, run_keys))
         }
-
-    def _batch_get(self, keys: list[dict[str, Any]], table: str | None = None) -> list[dict[str, Any]]:
-        table = table or self._table
-        items: list[dict[str, Any]] = []
-        for start in range(0, len(keys), _BATCH_GET_LIMIT):
-            request = {table: {"Keys": keys[start : start + _BATCH_GET_LIMIT], "ConsistentRead": True}}
-            for attempt in range(8):
-                response = self._client.batch_get_item(RequestItems=request)
-                items.extend(response.get("Responses", {}).get(table, []))
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(2.0, 0.05 * 2**attempt))  # throttled keys: back off, then retry them
-            else:
-                raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
-        return items
 
     # -- status -----------------------------------------------------------------------------
 
@@ -351,7 +216,7 @@ class TrackingStore:
         try:
             response = self._client.update_item(
                 TableName=self._table,
-                Key=self._key(run.job_id, run.started_at),
+                Key=run_key(run.job_id, run.started_at),
                 UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
@@ -371,67 +236,39 @@ class TrackingStore:
         """
         self._client.update_item(
             TableName=self._table,
-            Key=self._key(run.job_id, run.started_at),
+            Key=run_key(run.job_id, run.started_at),
             UpdateExpression=f"SET execution_arn = :arn, failed_files.{FailedFileKind.UNSUPPORTED} = :u",
             ConditionExpression="attribute_exists(job_id)",
             ExpressionAttributeValues={":arn": {"S": execution_arn}, ":u": to_attribute(list(unsupported))},
         )
 
-    # -- pending runs and object claims (realtime ingest) ------------------------------------
+    # -- the job's pending run (realtime ingest) ----------------------------------------------
 
     def pending_run(self, job_id: str) -> RunRef | None:
         """The job's run that still accepts files, if any (its head's `pending_started_at`)."""
         response = self._client.get_item(
             TableName=self._table,
-            Key=self._key(job_id, HEAD_SORT_KEY),
+            Key=run_key(job_id, HEAD_SORT_KEY),
             ConsistentRead=True,
             ProjectionExpression="pending_started_at",
         )
         pending = response.get("Item", {}).get("pending_started_at", {}).get("S")
         return RunRef(job_id, pending) if pending else None
 
-    def ingest_view(self, bucket: str, key: str, job_id: str) -> IngestView:
-        """The object's claim and its job's head, in one consistent BatchGetItem (two tables)."""
-        claims = self._require_claims_table()
-        found = self._get_each({claims: {"doc_key": {"S": claim_key(bucket, key)}}, self._table: self._key(job_id, HEAD_SORT_KEY)})
-        claim_item, head = found[claims], found[self._table] or {}
-        pending = head.get("pending_started_at", {}).get("S")
-        return IngestView(
-            claim=ObjectClaim.from_item(claim_item) if claim_item else None,
-            pending=RunRef(job_id, pending) if pending else None,
-            latest=head.get("latest_started_at", {}).get("S", ""),
-        )
-
     def get_run_and_slots(self, run: RunRef, semaphore: Semaphore) -> tuple[RunRecord | None, SemaphoreState]:
         """The run and the semaphore, in one consistent BatchGetItem over the two tables: all the
         router decides from (admit, or wait for capacity without trying) costs one call."""
         table, key = semaphore.item_ref
-        found = self._get_each({self._table: self._key(run.job_id, run.started_at), table: key})
+        found = get_each(self._client, {self._table: run_key(run.job_id, run.started_at), table: key})
         item = found[self._table]
         return (RunRecord.from_item(item) if item else None), SemaphoreState.from_item(found[table])
-
-    def _get_each(self, keys: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
-        """One item per table (None where absent), consistent reads in one BatchGetItem; keys
-        left unprocessed (throttling) are asked again after a backoff."""
-        found: dict[str, dict[str, Any] | None] = dict.fromkeys(keys)
-        request: dict[str, Any] = {table: {"Keys": [key], "ConsistentRead": True} for table, key in keys.items()}
-        for attempt in range(8):
-            response = self._client.batch_get_item(RequestItems=request)
-            for table, items in response.get("Responses", {}).items():
-                if items:
-                    found[table] = items[0]
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                return found
-            time.sleep(min(2.0, 0.05 * 2**attempt))
-        raise RuntimeError("BatchGetItem left keys unprocessed after 8 attempts")
 
     def clear_pending(self, run: RunRef) -> None:
         """Stop routing new files to `run` (it started, or it vanished); no-op if already moved on."""
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=self._key(run.job_id, HEAD_SORT_KEY),
+                Key=run_key(run.job_id, HEAD_SORT_KEY),
                 UpdateExpression="REMOVE pending_started_at",
                 ConditionExpression="pending_started_at = :s",
                 ExpressionAttributeValues={":s": {"S": run.started_at}},
@@ -460,7 +297,7 @@ class TrackingStore:
     def _lease_update(self, run: RunRef, deadline: datetime) -> dict[str, Any]:
         return {
             "TableName": self._table,
-            "Key": self._key(run.job_id, run.started_at),
+            "Key": run_key(run.job_id, run.started_at),
             "UpdateExpression": "SET announce_deadline = :d",
             "ConditionExpression": "attribute_exists(job_id) AND attribute_not_exists(execution_arn) AND #status IN (:q, :p)",
             "ExpressionAttributeNames": {"#status": "status"},
@@ -492,7 +329,7 @@ class TrackingStore:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=self._key(run.job_id, run.started_at),
+                Key=run_key(run.job_id, run.started_at),
                 UpdateExpression="SET announce_deadline = :now ADD announcements :one",
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
@@ -510,7 +347,7 @@ class TrackingStore:
         try:
             self._client.delete_item(
                 TableName=self._table,
-                Key=self._key(run.job_id, run.started_at),
+                Key=run_key(run.job_id, run.started_at),
                 ConditionExpression="#status = :q AND updated_at = :u AND attribute_not_exists(execution_arn)",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={":q": {"S": JobStatus.QUEUED.value}, ":u": {"S": expected_updated_at}},
@@ -521,124 +358,6 @@ class TrackingStore:
             raise
         self.clear_pending(run)
         return True
-
-    def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]:
-        """Which run each object's claim names (objects with no claim are absent)."""
-        doc_keys = [{"doc_key": {"S": claim_key(bucket, key)}} for key in dict.fromkeys(keys)]
-        items = self._batch_get(doc_keys, self._require_claims_table())
-        claims = (ObjectClaim.from_item(item) for item in items)
-        return {claim.key: claim.run for claim in claims}
-
-    def object_claim(self, bucket: str, key: str) -> ObjectClaim | None:
-        """The object's claim as last written (a consistent read: a retry must see its first try)."""
-        response = self._client.get_item(
-            TableName=self._require_claims_table(),
-            Key={"doc_key": {"S": claim_key(bucket, key)}},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        return ObjectClaim.from_item(item) if item else None
-
-    def open_run_with_claim(
-        self, claim: ObjectClaim, bucket: str, now: datetime, announce_delay: int = 0
-    ) -> ClaimWrite:
-        """Atomically: write `claim.run` QUEUED holding the object, make it the job's pending run
-        (only if the job has none), and write the claim (only if it is still at the revision the
-        caller read). Nothing is written unless all three hold: no run without its pointer and
-        claim, so nothing is left to clean up after a crash or a lost race. The head also leads to
-        the new run (`latest_started_at`) in the same write: only a run later than the job's latest
-        opens (else PENDING_MOVED: the caller reads the head again and picks a later start).
-        """
-        run = claim.run
-        head = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._key(run.job_id, HEAD_SORT_KEY),
-                "UpdateExpression": "SET pending_started_at = :c, latest_started_at = :c, expiration_time = :exp",
-                "ConditionExpression": (
-                    "attribute_not_exists(pending_started_at)"
-                    " AND (attribute_not_exists(latest_started_at) OR latest_started_at < :c)"
-                ),
-                "ExpressionAttributeValues": {":c": {"S": run.started_at}, ":exp": {"N": str(_expiry(now))}},
-            }
-        }
-        new_run = {
-            "Put": {
-                "TableName": self._table,
-                "Item": _queued_run_item(run, [claim.key], bucket, now, announce_delay=announce_delay),
-                "ConditionExpression": "attribute_not_exists(job_id)",
-            }
-        }
-        return self._transact([("new_run", new_run), ("head", head), ("claim", self._claim_put(claim, now))])
-
-    def join_run_with_claim(self, claim: ObjectClaim, now: datetime, max_files: int | None = None) -> ClaimWrite:
-        """Atomically: add the object to `claim.run` (only while it is QUEUED and, with
-        `max_files`, holds fewer files than that or the key already) and write the claim (only if
-        it is still at the revision the caller read). A full run answers RUN_CLOSED, as a frozen one."""
-        run = claim.run
-        condition = "attribute_exists(job_id) AND #status = :queued"
-        values: dict[str, Any] = {
-            ":k": {"SS": [claim.key]},
-            ":now": {"S": format_timestamp(now)},
-            ":queued": {"S": JobStatus.QUEUED.value},
-        }
-        if max_files is not None:
-            # size() of a string set counts its keys; a key already in the run (a newer version
-            # of it) stays with it, so the run's size cannot pass the maximum.
-            condition += " AND (size(files) < :max_files OR contains(files, :key))"
-            values |= {":max_files": {"N": str(max_files)}, ":key": {"S": claim.key}}
-        add = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._key(run.job_id, run.started_at),
-                "UpdateExpression": "ADD files :k SET updated_at = :now",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": values,
-            }
-        }
-        return self._transact([("pending_run", add), ("claim", self._claim_put(claim, now))])
-
-    def _claim_put(self, claim: ObjectClaim, now: datetime) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "doc_key": claim.doc_key,
-            "bucket": claim.bucket,
-            "object_key": claim.key,
-            "job_id": claim.run.job_id,
-            "run_started_at": claim.run.started_at,
-            "revision": claim.revision,
-            "claimed_at": format_timestamp(now),
-            "expiration_time": _expiry(now),  # as long as the run it names: outlives any redelivery
-        }
-        if claim.version.sequencer:
-            item["sequencer"] = claim.version.sequencer
-        if claim.version.version_id:
-            item["version_id"] = claim.version.version_id
-        put: dict[str, Any] = {
-            "TableName": self._require_claims_table(),
-            "Item": {k: to_attribute(v) for k, v in item.items()},
-        }
-        if claim.revision <= 1:
-            put["ConditionExpression"] = "attribute_not_exists(doc_key)"
-        else:
-            put["ConditionExpression"] = "revision = :previous"
-            put["ExpressionAttributeValues"] = {":previous": {"N": str(claim.revision - 1)}}
-        return {"Put": put}
-
-    def _transact(self, items: Sequence[tuple[str, dict[str, Any]]]) -> ClaimWrite:
-        try:
-            self._client.transact_write_items(TransactItems=[item for _, item in items])
-        except Exception as exc:
-            reasons = cancellations(exc)
-            if reasons is None:
-                raise
-            return cancellation_outcome([reason.code for reason in reasons], [role for role, _ in items])
-        return ClaimWrite.WRITTEN
-
-    def _require_claims_table(self) -> str:
-        if not self._claims_table:
-            raise RuntimeError("TrackingStore built without claims_table (the coordination table)")
-        return self._claims_table
 
     # -- router admission: the run's half of the semaphore's joint writes (docs/ARCHITECTURE.md#semaphore) -----
 
@@ -669,7 +388,7 @@ class TrackingStore:
         return {
             "Update": {
                 "TableName": self._table,
-                "Key": self._key(run.job_id, run.started_at),
+                "Key": run_key(run.job_id, run.started_at),
                 "UpdateExpression": (
                     "SET #status = :target, active_status = :target, updated_at = :now, admission = :token"
                 ),
@@ -684,14 +403,14 @@ class TrackingStore:
         return {
             "ConditionCheck": {
                 "TableName": self._table,
-                "Key": self._key(run.job_id, run.started_at),
+                "Key": run_key(run.job_id, run.started_at),
                 "ConditionExpression": "admission = :token AND attribute_not_exists(execution_arn)",
                 "ExpressionAttributeValues": {":token": {"S": token}},
             }
         }
 
 
-def _queued_run_item(
+def queued_run_item(
     run: RunRef,
     files: Iterable[str],
     bucket: str,
@@ -712,7 +431,7 @@ def _queued_run_item(
         "bucket": bucket,
         "execution_name": run.execution_name,
         "failed_files": empty_failed_files(),
-        "expiration_time": _expiry(now),
+        "expiration_time": run_expiry(now),
         **(extra or {}),
     }
     attributes = {k: to_attribute(v) for k, v in item.items()}

@@ -13,15 +13,12 @@ or does, what the seam adds, and its kind:
   only while the suite's or the demo's time needs it: its docstring says what it saves.
 
 Installed by every sandbox (`install()` below), in this order:
-  template_json          SPEED      a JSON template body read as JSON, not by PyYAML
+  template_json          BEHAVIOUR  a JSON template body read as JSON, not as YAML 1.1
   dynamodb_transactions  SPEED      a transaction backs up its items, not its tables
   dynamodb_atomic        BEHAVIOUR  item writes atomic across threads
   asl_parse_once         SPEED      a definition parsed once, not at every start
   execution_status       BEHAVIOUR  an execution that exists is RUNNING
   jsonpath_once          SPEED      a JSONPath parsed once
-  interpreter_clients    SPEED      one client per service for the interpreter's tasks
-  lambda_tasks           SPEED      a Lambda task invokes its function in-process (IAM still decides)
-  dynamodb_wire          SPEED      attribute values written in the wire form moto keeps
   dynamodb_query         SPEED      a Query reads its partition, not the table
   cloudwatch_reads       BEHAVIOUR  percentiles and exact dimension sets; reads cost their window
 With the parts that need them:
@@ -42,11 +39,8 @@ from sandbox.seams import (
     dynamodb_atomic,
     dynamodb_query,
     dynamodb_transactions,
-    dynamodb_wire,
     execution_status,
-    interpreter_clients,
     jsonpath_once,
-    lambda_tasks,
     template_json,
 )
 from sandbox.seams.patching import CountedPatches, Patch
@@ -60,9 +54,6 @@ ALWAYS_ON = (
     asl_parse_once,
     execution_status,
     jsonpath_once,
-    interpreter_clients,
-    lambda_tasks,
-    dynamodb_wire,
 )
 
 
@@ -86,7 +77,6 @@ _PATCHES = CountedPatches(
     marker="__pipeops_seam__",
     after_install=_install_reads,
     before_uninstall=_uninstall_reads,
-    after_uninstall=interpreter_clients.drop_clients,
 )
 
 # Counted: one uninstall per install.

@@ -18,7 +18,7 @@ import contextvars
 import functools
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import FrameType
 from typing import Any, Protocol
@@ -65,18 +65,6 @@ def _checked(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return _make_api_call
-
-
-def check(client: Any, operation_name: str, api_params: Mapping[str, Any]) -> None:
-    """Decide a call the sandbox answers without sending it (a direct path into moto, e.g.
-    `sandbox.seams.lambda_tasks`) as a sent one is decided: the caller is read from the stack
-    above this call; a denial raises the client's AccessDenied."""
-    enforcement = SEAM.current()
-    if enforcement is None or _is_internal(client):
-        return
-    caller = enforcement.caller(sys._getframe(1))
-    if caller is not None:
-        enforcement.authorize(client, caller, operation_name, api_params)
 
 
 def _inheriting_start(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from alarms.live import spec_of
 from pipeops.demo import AlarmLine, alarm_lines, all_in, not_ok, others_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,18 +90,20 @@ def test_the_sample_shows_both_acts() -> None:
 
 def test_the_incident_reads_alarms_as_alarms_list_does_with_their_runbook_and_first_step(aws: None) -> None:
     cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
-    for name in ("demo-Quiet", "demo-Drift", "other-Drift"):
+    for name in ("demo-CounterBelowRunning", "demo-CounterDrift", "other-CounterDrift"):
         cloudwatch.put_metric_alarm(
             AlarmName=name, AlarmDescription="Held above running. Runbook: counter-drift. First: `pipeops reconcile`",
             Namespace="PipeOps", MetricName="CounterDrift", Statistic="Minimum", Period=300, EvaluationPeriods=3,
             Threshold=1, ComparisonOperator="GreaterThanOrEqualToThreshold",
         )  # fmt: skip
-    cloudwatch.set_alarm_state(AlarmName="demo-Drift", StateValue="ALARM", StateReason="3 of 3")
+    cloudwatch.set_alarm_state(AlarmName="demo-CounterDrift", StateValue="ALARM", StateReason="3 of 3")
     lines = alarm_lines(cloudwatch, "demo")
-    assert [(line.name, line.state) for line in lines] == [("Drift", "ALARM"), ("Quiet", "OK")]
-    assert (lines[0].runbook, lines[0].first_step, lines[0].reason) == ("counter-drift", "`pipeops reconcile`", "3 of 3")
+    assert [(line.name, line.state) for line in lines] == [("CounterDrift", "ALARM"), ("CounterBelowRunning", "OK")]
+    spec = spec_of("pipeops-CounterDrift", "pipeops")  # the catalog's, not the deployed description's
+    assert spec and spec.first_step.startswith("`pipeops reconcile`")
+    assert (lines[0].runbook, lines[0].first_step, lines[0].reason) == ("counter-drift", spec.first_step, "3 of 3")
     assert not_ok(lines) == lines[:1]
-    assert all_in(lines, ["Drift"], "ALARM") and not all_in(lines, ["Drift", "Quiet"], "ALARM")
+    assert all_in(lines, ["CounterDrift"], "ALARM") and not all_in(lines, ["CounterDrift", "CounterBelowRunning"], "ALARM")
     assert not all_in(lines, ["Missing"], "OK")  # an alarm the stack lacks is never "in" a state
 
 

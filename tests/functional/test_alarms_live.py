@@ -47,16 +47,16 @@ def put_points(cloudwatch: Any, metric: str, values_by_minutes_ago: dict[int, fl
 
 def test_check_replays_each_alarm_over_the_metrics_and_shows_the_deciding_datapoints(aws: None) -> None:
     cloudwatch = boto3.client("cloudwatch")
-    put_alarm(cloudwatch, "pipeops-Failing", "RouterFailures", "Router failing. Runbook: router-failures. First: read.")
-    put_alarm(cloudwatch, "pipeops-Quiet", "MalformedMessages", "Malformed. Runbook: dlq-messages. First: read.")
-    put_alarm(cloudwatch, "other-stack-Failing", "RouterFailures", "Not ours. Runbook: x. First: y.")
+    put_alarm(cloudwatch, "pipeops-RouterFailures", "RouterFailures", "Router failing.")
+    put_alarm(cloudwatch, "pipeops-DlqNotEmpty", "MalformedMessages", "An old description. Runbook: router-failures.")  # the catalog says dlq-messages)
+    put_alarm(cloudwatch, "other-stack-RouterFailures", "RouterFailures", "Not ours.")
     put_points(cloudwatch, "RouterFailures", {1: 2, 2: 1, 3: 0})  # 2 of the last 3 complete minutes breach
     put_points(cloudwatch, "MalformedMessages", {1: 0, 2: 0, 3: 1})
 
     checks = {check.name: check for check in check_alarms(cloudwatch, "pipeops", NOW)}
 
-    assert set(checks) == {"pipeops-Failing", "pipeops-Quiet"}  # only this stack's alarms
-    failing, quiet = checks["pipeops-Failing"], checks["pipeops-Quiet"]
+    assert set(checks) == {"pipeops-RouterFailures", "pipeops-DlqNotEmpty"}  # only this stack's alarms
+    failing, quiet = checks["pipeops-RouterFailures"], checks["pipeops-DlqNotEmpty"]
     assert failing.verdict == "ALARM" and failing.runbook == "router-failures"
     assert [point["value"] for point in failing.datapoints] == [2.0, 1.0, 0.0]  # newest first
     assert [point["breaching"] for point in failing.datapoints] == [True, True, False]
@@ -66,15 +66,15 @@ def test_check_replays_each_alarm_over_the_metrics_and_shows_the_deciding_datapo
 
 def test_list_puts_alarms_in_alarm_first_with_their_runbooks(aws: None) -> None:
     cloudwatch = boto3.client("cloudwatch")
-    put_alarm(cloudwatch, "pipeops-A", "RouterFailures", "A. Runbook: router-failures. First: read.")
-    put_alarm(cloudwatch, "pipeops-B", "MalformedMessages", "B. Runbook: dlq-messages. First: read.")
-    cloudwatch.set_alarm_state(AlarmName="pipeops-B", StateValue="ALARM", StateReason="Threshold Crossed")
+    put_alarm(cloudwatch, "pipeops-RouterFailures", "RouterFailures", "A.")
+    put_alarm(cloudwatch, "pipeops-DlqNotEmpty", "MalformedMessages", "B.")
+    cloudwatch.set_alarm_state(AlarmName="pipeops-DlqNotEmpty", StateValue="ALARM", StateReason="Threshold Crossed")
 
     views = list_alarms(cloudwatch, "pipeops")
 
     assert [(view.name, view.state, view.runbook) for view in views] == [
-        ("pipeops-B", "ALARM", "dlq-messages"),
-        ("pipeops-A", "OK", "router-failures"),
+        ("pipeops-DlqNotEmpty", "ALARM", "dlq-messages"),
+        ("pipeops-RouterFailures", "OK", "router-failures"),
     ]
     assert views[0].metric == "PipeOps/MalformedMessages" and views[0].reason == "Threshold Crossed"
 

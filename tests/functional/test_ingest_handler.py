@@ -11,14 +11,13 @@ import pytest
 from pipeline.handlers import ingest
 from pipeline.jobs import JobMessage, utc_now
 from pipeline.status import JobStatus
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.tracking import TrackingStore
 from tests.conftest import drain_queue, eventbridge_object_created, sqs_event
 
 
 def store(resources) -> TrackingStore:
-    return TrackingStore(
-        resources.tracking_table, resources.client("dynamodb"), claims_table=resources.coordination_table
-    )
+    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
 
 
 @pytest.mark.parametrize(
@@ -160,7 +159,8 @@ def test_an_older_version_arriving_after_a_newer_one_is_skipped(resources, lambd
     ingest.handler(created(resources, "claims/a.txt", SEQ_1), lambda_context)
     assert announced(resources) == []
     assert [r.run for r in tracking.runs_of("claims/")] == [message.run]
-    claim = tracking.object_claim(resources.input_bucket, "claims/a.txt")
+    claims = ClaimsStore(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
+    claim = claims.object_claim(resources.input_bucket, "claims/a.txt")
     assert claim is not None and claim.version.sequencer == SEQ_2 and claim.run == message.run
 
 

@@ -16,13 +16,14 @@ from pipeline.ingest import IngestOutcome, IngestResult, ingest_object
 from pipeline.jobs import ANNOUNCE_LEASE_WAITS, JobMessage, format_timestamp
 from pipeline.s3events import ObjectCreated, ObjectVersion
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import IngestView, TrackingStore
+from pipeline.stores.claims import ClaimsStore, IngestView
+from pipeline.stores.tracking import TrackingStore
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 SETTINGS = Settings(folder_settle_seconds=30)
 
 
-class InterleavingStore(TrackingStore):
+class InterleavingClaims(ClaimsStore):
     """Runs `meanwhile` once, just after the first read (claim and head): the other attempt overtakes."""
 
     meanwhile: Callable[[], object] | None = None
@@ -36,17 +37,20 @@ class InterleavingStore(TrackingStore):
 
 
 @pytest.fixture
-def store(resources) -> InterleavingStore:
-    return InterleavingStore(
-        resources.tracking_table, resources.client("dynamodb"), claims_table=resources.coordination_table
-    )
+def store(resources) -> TrackingStore:
+    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+
+
+@pytest.fixture
+def claims(resources) -> InterleavingClaims:
+    return InterleavingClaims(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
 
 
 def upload(key: str, sequencer: str = "0A") -> ObjectCreated:
     return ObjectCreated("in", key, 3, ObjectVersion(sequencer))
 
 
-def test_a_retry_that_overtakes_its_timed_out_attempt_leaves_one_run(store: InterleavingStore) -> None:
+def test_a_retry_that_overtakes_its_timed_out_attempt_leaves_one_run(store: TrackingStore, claims: InterleavingClaims) -> None:
     sent: list[JobMessage] = []
     results: list[IngestResult] = []
 
@@ -54,10 +58,10 @@ def test_a_retry_that_overtakes_its_timed_out_attempt_leaves_one_run(store: Inte
         sent.append(message)
 
     event = upload("claims/a.txt")
-    store.meanwhile = lambda: results.append(
-        ingest_object(event, store, send, SETTINGS, NOW + timedelta(seconds=1))
+    claims.meanwhile = lambda: results.append(
+        ingest_object(event, store, claims, send, SETTINGS, NOW + timedelta(seconds=1))
     )
-    first = ingest_object(event, store, send, SETTINGS, NOW)  # its transaction loses on the claim
+    first = ingest_object(event, store, claims, send, SETTINGS, NOW)  # its transaction loses on the claim
     [retry] = results
     assert (retry.outcome, first.outcome) == (IngestOutcome.NEW_RUN, IngestOutcome.REANNOUNCED)
     assert first.run == retry.run and sent == [JobMessage("claims/", retry.run.started_at, "in")] * 2
@@ -65,13 +69,13 @@ def test_a_retry_that_overtakes_its_timed_out_attempt_leaves_one_run(store: Inte
     assert record.files == ("claims/a.txt",)
 
 
-def test_a_sibling_that_opens_the_run_first_is_joined(store: InterleavingStore) -> None:
+def test_a_sibling_that_opens_the_run_first_is_joined(store: TrackingStore, claims: InterleavingClaims) -> None:
     sent: list[JobMessage] = []
     results: list[IngestResult] = []
-    store.meanwhile = lambda: results.append(
-        ingest_object(upload("claims/b.txt"), store, lambda m, d: sent.append(m), SETTINGS, NOW)
+    claims.meanwhile = lambda: results.append(
+        ingest_object(upload("claims/b.txt"), store, claims, lambda m, d: sent.append(m), SETTINGS, NOW)
     )
-    first = ingest_object(upload("claims/a.txt"), store, lambda m, d: sent.append(m), SETTINGS, NOW)
+    first = ingest_object(upload("claims/a.txt"), store, claims, lambda m, d: sent.append(m), SETTINGS, NOW)
     [sibling] = results
     assert (sibling.outcome, first.outcome) == (IngestOutcome.NEW_RUN, IngestOutcome.JOINED_PENDING_RUN)
     assert len(sent) == 1
@@ -79,13 +83,13 @@ def test_a_sibling_that_opens_the_run_first_is_joined(store: InterleavingStore) 
     assert record.files == ("claims/a.txt", "claims/b.txt")
 
 
-def test_a_run_frozen_between_read_and_join_sends_the_file_to_a_new_run(store: InterleavingStore) -> None:
+def test_a_run_frozen_between_read_and_join_sends_the_file_to_a_new_run(store: TrackingStore, claims: InterleavingClaims) -> None:
     sent: list[JobMessage] = []
-    first = ingest_object(upload("claims/a.txt"), store, lambda m, d: sent.append(m), SETTINGS, NOW)
+    first = ingest_object(upload("claims/a.txt"), store, claims, lambda m, d: sent.append(m), SETTINGS, NOW)
     # the router freezes the run after ingest read the pending pointer, before it clears it
-    store.meanwhile = lambda: store.transition(first.run, JobStatus.IN_PROGRESS, NOW)
+    claims.meanwhile = lambda: store.transition(first.run, JobStatus.IN_PROGRESS, NOW)
     late = ingest_object(
-        upload("claims/b.txt"), store, lambda m, d: sent.append(m), SETTINGS, NOW + timedelta(seconds=1)
+        upload("claims/b.txt"), store, claims, lambda m, d: sent.append(m), SETTINGS, NOW + timedelta(seconds=1)
     )
     assert late.outcome is IngestOutcome.NEW_RUN and late.run != first.run
     assert [(r.run, r.files) for r in store.runs_of("claims/")] == [
@@ -96,20 +100,21 @@ def test_a_run_frozen_between_read_and_join_sends_the_file_to_a_new_run(store: I
 
 
 def test_an_unversioned_event_redelivered_after_its_run_started_is_processed_again(
-    store: InterleavingStore,
+    store: TrackingStore,
+    claims: InterleavingClaims,
 ) -> None:
     """No sequencer and no version id: a redelivery cannot be told from an overwrite. Once the
     run has read the object, processing again is the safe side (a dropped overwrite is not)."""
     event = ObjectCreated("in", "solo.txt", 3)
-    first = ingest_object(event, store, lambda m, d: None, SETTINGS, NOW)
-    assert ingest_object(event, store, lambda m, d: None, SETTINGS, NOW).outcome is IngestOutcome.REANNOUNCED
+    first = ingest_object(event, store, claims, lambda m, d: None, SETTINGS, NOW)
+    assert ingest_object(event, store, claims, lambda m, d: None, SETTINGS, NOW).outcome is IngestOutcome.REANNOUNCED
     store.transition(first.run, JobStatus.IN_PROGRESS, NOW)
-    again = ingest_object(event, store, lambda m, d: None, SETTINGS, NOW + timedelta(seconds=1))
+    again = ingest_object(event, store, claims, lambda m, d: None, SETTINGS, NOW + timedelta(seconds=1))
     assert again.outcome is IngestOutcome.NEW_RUN and again.run != first.run
 
 
-def test_a_new_run_leads_its_job_and_is_announced_a_lease_of_capacity_waits_ahead(store: InterleavingStore) -> None:
-    result = ingest_object(upload("claims/a.txt"), store, lambda m, d: None, SETTINGS, NOW)
+def test_a_new_run_leads_its_job_and_is_announced_a_lease_of_capacity_waits_ahead(store: TrackingStore, claims: InterleavingClaims) -> None:
+    result = ingest_object(upload("claims/a.txt"), store, claims, lambda m, d: None, SETTINGS, NOW)
     record = store.get_run(result.run)
     lease = SETTINGS.folder_settle_seconds + SETTINGS.capacity_retry_seconds * ANNOUNCE_LEASE_WAITS
     assert record is not None and record.announce_deadline == format_timestamp(NOW + timedelta(seconds=lease))
@@ -117,11 +122,12 @@ def test_a_new_run_leads_its_job_and_is_announced_a_lease_of_capacity_waits_ahea
 
 
 def test_an_ingest_whose_clock_is_behind_the_jobs_latest_run_opens_the_next_run_after_it(
-    store: InterleavingStore,
+    store: TrackingStore,
+    claims: InterleavingClaims,
 ) -> None:
-    first = ingest_object(upload("claims/a.txt"), store, lambda m, d: None, SETTINGS, NOW)
+    first = ingest_object(upload("claims/a.txt"), store, claims, lambda m, d: None, SETTINGS, NOW)
     store.transition(first.run, JobStatus.IN_PROGRESS, NOW)  # frozen: the next file opens a new run
     store.clear_pending(first.run)
-    behind = ingest_object(upload("claims/b.txt"), store, lambda m, d: None, SETTINGS, NOW - timedelta(seconds=5))
+    behind = ingest_object(upload("claims/b.txt"), store, claims, lambda m, d: None, SETTINGS, NOW - timedelta(seconds=5))
     assert behind.outcome is IngestOutcome.NEW_RUN and behind.run.started_at > first.run.started_at
     assert store.latest_runs(["claims/"])["claims/"].run == behind.run

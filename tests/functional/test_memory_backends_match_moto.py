@@ -13,9 +13,10 @@ from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
 from pipeline.stores.audit import AuditStore, LastRun
+from pipeline.stores.claims import ClaimsStore, ClaimWrite, ObjectClaim
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.semaphore import AcquireResult, JointWrite, ReleaseResult, Semaphore
-from pipeline.stores.tracking import ClaimWrite, ObjectClaim, TrackingStore
+from pipeline.stores.tracking import TrackingStore
 from tests.property.memory import (
     MemoryAudit,
     MemoryClaims,
@@ -256,8 +257,8 @@ def claims_scenario(store: Any, claims: Any, runs: Any) -> list[Any]:
 
 def test_the_claim_transactions_and_index_reads_give_the_same_results_and_states(resources) -> None:
     ddb = resources.client("dynamodb")
-    store = TrackingStore(resources.tracking_table, ddb, claims_table=resources.coordination_table)
-    expected = claims_scenario(store, store, RunIndex(resources.tracking_table, ddb))
+    claims = ClaimsStore(resources.tracking_table, resources.coordination_table, ddb)
+    expected = claims_scenario(TrackingStore(resources.tracking_table, ddb), claims, RunIndex(resources.tracking_table, ddb))
     memory = MemoryTrackingStore()
     got = claims_scenario(memory, MemoryClaims(memory), MemoryRunIndex(memory))
     assert got == expected

@@ -18,6 +18,7 @@ from pipeline.ingest import IngestOutcome, ingest_object
 from pipeline.jobs import JobMessage
 from pipeline.s3events import ObjectCreated, ObjectVersion
 from pipeline.status import JobStatus
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
@@ -27,9 +28,12 @@ NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 @pytest.fixture
 def store(resources) -> TrackingStore:
-    return TrackingStore(
-        resources.tracking_table, resources.client("dynamodb"), claims_table=resources.coordination_table
-    )
+    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+
+
+@pytest.fixture
+def claims(resources) -> ClaimsStore:
+    return ClaimsStore(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
 
 
 def runs_of(resources, job_id: str) -> list[RunRecord]:
@@ -42,19 +46,21 @@ def runs_of(resources, job_id: str) -> list[RunRecord]:
     return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
 
 
-def ingest(store: TrackingStore, key: str, settings, sent: list[JobMessage], sequencer: str = "0A", at: int = 0):
+def ingest(
+    store: TrackingStore, claims: ClaimsStore, key: str, settings, sent: list[JobMessage], sequencer: str = "0A", at: int = 0
+):
     created = ObjectCreated("in", key, 3, ObjectVersion(sequencer))
-    return ingest_object(created, store, lambda m, d: sent.append(m), settings, NOW + timedelta(seconds=at))
+    return ingest_object(created, store, claims, lambda m, d: sent.append(m), settings, NOW + timedelta(seconds=at))
 
 
 # --------------------------------------------------------------------------- realtime
 
 
-def test_a_pending_run_closes_at_the_max_and_the_next_file_opens_the_next(resources, store) -> None:
+def test_a_pending_run_closes_at_the_max_and_the_next_file_opens_the_next(resources, store, claims) -> None:
     settings = load_settings(resources.env, max_files_per_run=3)
     sent: list[JobMessage] = []
     keys = [f"big/f{index}.txt" for index in range(7)]
-    outcomes = [ingest(store, key, settings, sent, at=index).outcome for index, key in enumerate(keys)]
+    outcomes = [ingest(store, claims, key, settings, sent, at=index).outcome for index, key in enumerate(keys)]
     assert outcomes == [IngestOutcome.NEW_RUN, *[IngestOutcome.JOINED_PENDING_RUN] * 2] * 2 + [IngestOutcome.NEW_RUN]
     runs = sorted(runs_of(resources, "big/"), key=lambda r: r.started_at)
     assert [len(r.files) for r in runs] == [3, 3, 1]
@@ -63,18 +69,18 @@ def test_a_pending_run_closes_at_the_max_and_the_next_file_opens_the_next(resour
     assert store.pending_run("big/") == runs[-1].run
 
 
-def test_a_newer_version_of_a_file_already_in_a_full_run_stays_with_it(resources, store) -> None:
+def test_a_newer_version_of_a_file_already_in_a_full_run_stays_with_it(resources, store, claims) -> None:
     settings = load_settings(resources.env, max_files_per_run=2)
     sent: list[JobMessage] = []
-    ingest(store, "big/a.txt", settings, sent, "0A")
-    ingest(store, "big/b.txt", settings, sent, "0A", at=1)
-    again = ingest(store, "big/a.txt", settings, sent, "0B", at=2)  # overwritten: the run holds it already
+    ingest(store, claims, "big/a.txt", settings, sent, "0A")
+    ingest(store, claims, "big/b.txt", settings, sent, "0A", at=1)
+    again = ingest(store, claims, "big/a.txt", settings, sent, "0B", at=2)  # overwritten: the run holds it already
     assert again.outcome is IngestOutcome.JOINED_PENDING_RUN
     [run] = runs_of(resources, "big/")
     assert run.files == ("big/a.txt", "big/b.txt")
 
 
-def test_the_default_max_of_the_longest_keys_fits_one_item_with_the_limits_enforced(resources, store) -> None:
+def test_the_default_max_of_the_longest_keys_fits_one_item_with_the_limits_enforced(resources, store, claims) -> None:
     from sandbox.seams import limits
 
     settings = load_settings(resources.env)
@@ -83,7 +89,7 @@ def test_the_default_max_of_the_longest_keys_fits_one_item_with_the_limits_enfor
     try:
         for index in range(settings.max_files_per_run + 1):
             head = f"long/{index:04d}-"
-            ingest(store, head + "k" * (1024 - len(head)), settings, sent, at=index)
+            ingest(store, claims, head + "k" * (1024 - len(head)), settings, sent, at=index)
     finally:
         limits.uninstall()
     assert sorted(len(r.files) for r in runs_of(resources, "long/")) == [1, settings.max_files_per_run]

@@ -11,23 +11,21 @@ from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
 from pipeline.status import JobStatus
 from pipeline.stores._dynamodb import TransactionCancelledError
+from pipeline.stores.claims import ClaimsStore, ClaimWrite, IngestView, ObjectClaim, cancellation_outcome
 from pipeline.stores.run_index import RunIndex
-from pipeline.stores.tracking import (
-    ClaimWrite,
-    IngestView,
-    ObjectClaim,
-    TrackingStore,
-    cancellation_outcome,
-)
+from pipeline.stores.tracking import TrackingStore
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def store(resources) -> TrackingStore:
-    return TrackingStore(
-        resources.tracking_table, resources.client("dynamodb"), claims_table=resources.coordination_table
-    )
+    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+
+
+@pytest.fixture
+def claims(resources) -> ClaimsStore:
+    return ClaimsStore(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
 
 
 def new_run(store: TrackingStore, job_id: str = "claims/", at: datetime = NOW) -> RunRef:
@@ -94,57 +92,57 @@ def claim_of(run: RunRef, key: str = "claims/a.txt", version: ObjectVersion = V1
     return ObjectClaim("in", key, run, version)
 
 
-def test_opening_a_run_writes_run_pending_pointer_and_claim_together(store: TrackingStore) -> None:
+def test_opening_a_run_writes_run_pending_pointer_and_claim_together(store: TrackingStore, claims: ClaimsStore) -> None:
     run = RunRef("claims/", format_timestamp(NOW))
-    assert store.open_run_with_claim(claim_of(run), "in", NOW) is ClaimWrite.WRITTEN
+    assert claims.open_run_with_claim(claim_of(run), "in", NOW) is ClaimWrite.WRITTEN
     record = store.get_run(run)
     assert record is not None and record.status is JobStatus.QUEUED and record.files == ("claims/a.txt",)
     assert store.pending_run("claims/") == run
-    assert store.object_claim("in", "claims/a.txt") == claim_of(run)
+    assert claims.object_claim("in", "claims/a.txt") == claim_of(run)
     assert store.runs_of("claims/") == [record]  # the claim lives elsewhere: no stray items
 
 
-def test_a_losing_open_writes_nothing_and_says_why(store: TrackingStore) -> None:
+def test_a_losing_open_writes_nothing_and_says_why(store: TrackingStore, claims: ClaimsStore) -> None:
     first = RunRef("claims/", format_timestamp(NOW))
-    store.open_run_with_claim(claim_of(first), "in", NOW)
+    claims.open_run_with_claim(claim_of(first), "in", NOW)
     second = RunRef("claims/", format_timestamp(NOW + timedelta(seconds=1)))
     # the same object again: the claim changed first (it wins over the pending pointer)
-    assert store.open_run_with_claim(claim_of(second), "in", NOW) is ClaimWrite.CLAIM_MOVED
+    assert claims.open_run_with_claim(claim_of(second), "in", NOW) is ClaimWrite.CLAIM_MOVED
     # another object: the job has a pending run already
-    assert store.open_run_with_claim(claim_of(second, "claims/b.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
+    assert claims.open_run_with_claim(claim_of(second, "claims/b.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
     # no pending run, but the job's latest run does not start before the candidate: read again
     store.clear_pending(first)
-    assert store.open_run_with_claim(claim_of(first, "claims/c.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
+    assert claims.open_run_with_claim(claim_of(first, "claims/c.txt"), "in", NOW) is ClaimWrite.PENDING_MOVED
     # a run with the candidate's start time exists (a batch run that does not lead the head)
     store.create_run(second, ["claims/z.txt"], "in", NOW, lead=False)
-    assert store.open_run_with_claim(claim_of(second, "claims/d.txt"), "in", NOW) is ClaimWrite.RUN_EXISTS
-    assert store.pending_run("claims/") is None and store.ingest_view("in", "claims/d.txt", "claims/").latest == first.started_at
+    assert claims.open_run_with_claim(claim_of(second, "claims/d.txt"), "in", NOW) is ClaimWrite.RUN_EXISTS
+    assert store.pending_run("claims/") is None and claims.ingest_view("in", "claims/d.txt", "claims/").latest == first.started_at
     for key in ("claims/b.txt", "claims/c.txt", "claims/d.txt"):
-        assert store.object_claim("in", key) is None
+        assert claims.object_claim("in", key) is None
 
 
-def test_an_open_run_leads_the_job_and_one_read_shows_claim_and_head(store: TrackingStore) -> None:
+def test_an_open_run_leads_the_job_and_one_read_shows_claim_and_head(store: TrackingStore, claims: ClaimsStore) -> None:
     run = RunRef("claims/", format_timestamp(NOW))
-    assert store.ingest_view("in", "claims/a.txt", "claims/") == IngestView(None, None, "")
-    assert store.open_run_with_claim(claim_of(run), "in", NOW) is ClaimWrite.WRITTEN
-    assert store.ingest_view("in", "claims/a.txt", "claims/") == IngestView(claim_of(run), run, run.started_at)
+    assert claims.ingest_view("in", "claims/a.txt", "claims/") == IngestView(None, None, "")
+    assert claims.open_run_with_claim(claim_of(run), "in", NOW) is ClaimWrite.WRITTEN
+    assert claims.ingest_view("in", "claims/a.txt", "claims/") == IngestView(claim_of(run), run, run.started_at)
     assert store.latest_runs(["claims/"])["claims/"].run == run  # the batch trigger's view: no second write
 
 
-def test_files_join_a_pending_run_with_their_claims_until_it_is_frozen(store: TrackingStore) -> None:
+def test_files_join_a_pending_run_with_their_claims_until_it_is_frozen(store: TrackingStore, claims: ClaimsStore) -> None:
     run = RunRef("claims/", format_timestamp(NOW))
-    store.open_run_with_claim(claim_of(run), "in", NOW)
-    assert store.join_run_with_claim(claim_of(run, "claims/b.txt"), NOW) is ClaimWrite.WRITTEN
-    newer = store.object_claim("in", "claims/a.txt").succeeded_by(run, V2)  # type: ignore[union-attr]
-    assert store.join_run_with_claim(newer, NOW) is ClaimWrite.WRITTEN
-    assert store.object_claim("in", "claims/a.txt") == newer and newer.revision == 2
-    assert store.join_run_with_claim(claim_of(run, "claims/b.txt"), NOW) is ClaimWrite.CLAIM_MOVED  # revision 1 again
+    claims.open_run_with_claim(claim_of(run), "in", NOW)
+    assert claims.join_run_with_claim(claim_of(run, "claims/b.txt"), NOW) is ClaimWrite.WRITTEN
+    newer = claims.object_claim("in", "claims/a.txt").succeeded_by(run, V2)  # type: ignore[union-attr]
+    assert claims.join_run_with_claim(newer, NOW) is ClaimWrite.WRITTEN
+    assert claims.object_claim("in", "claims/a.txt") == newer and newer.revision == 2
+    assert claims.join_run_with_claim(claim_of(run, "claims/b.txt"), NOW) is ClaimWrite.CLAIM_MOVED  # revision 1 again
     store.transition(run, JobStatus.IN_PROGRESS, NOW)
-    assert store.join_run_with_claim(claim_of(run, "claims/c.txt"), NOW) is ClaimWrite.RUN_CLOSED
-    assert store.join_run_with_claim(claim_of(RunRef("claims/", "1999"), "claims/d.txt"), NOW) is ClaimWrite.RUN_CLOSED
+    assert claims.join_run_with_claim(claim_of(run, "claims/c.txt"), NOW) is ClaimWrite.RUN_CLOSED
+    assert claims.join_run_with_claim(claim_of(RunRef("claims/", "1999"), "claims/d.txt"), NOW) is ClaimWrite.RUN_CLOSED
     record = store.get_run(run)
     assert record is not None and record.files == ("claims/a.txt", "claims/b.txt")
-    assert store.object_claim("in", "claims/c.txt") is None
+    assert claims.object_claim("in", "claims/c.txt") is None
 
 
 def test_cancellation_reasons_map_to_what_the_caller_does_next() -> None:
@@ -158,12 +156,6 @@ def test_cancellation_reasons_map_to_what_the_caller_does_next() -> None:
         cancellation_outcome(["None", "ValidationError"], roles)
     with pytest.raises(TransactionCancelledError, match="no reason given"):
         cancellation_outcome(["None", "None"], roles)
-
-
-def test_claim_methods_need_the_claims_table(resources) -> None:
-    bare = TrackingStore(resources.tracking_table, resources.client("dynamodb"))
-    with pytest.raises(RuntimeError, match="claims_table"):
-        bare.object_claim("in", "a.txt")
 
 
 def test_runs_of_a_job_are_listed_newest_first_without_the_head(store: TrackingStore) -> None:

@@ -35,9 +35,10 @@ from pipeline.status import (
     empty_failed_files,
 )
 from pipeline.stores.audit import AuditHistory, AuditRecord, LastRun
+from pipeline.stores.claims import ClaimWrite, IngestView, ObjectClaim
 from pipeline.stores.executions import ExecutionOutcome, ListedExecution, RunningExecution
 from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
-from pipeline.stores.tracking import ClaimWrite, IngestView, ObjectClaim, RunRecord
+from pipeline.stores.tracking import RunRecord
 
 Hook = Callable[[str], None]
 # (operation, holder, the holder's stamp before the write) after a semaphore write that changed the

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline.stores.audit import AuditStore
+from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.protocols import (
     AuditProtocol,
@@ -33,14 +34,14 @@ from tests.property.memory import (
 
 # Methods a stand-in has beyond its protocol, for the tests that drive it (the world's side).
 TEST_ONLY = {MemorySemaphore: {"state", "hand_edit"}, MemoryExecutions: {"begin", "end"}}
-# Each implementation and the protocols it implements (the tracking store writes claims too:
-# a file's claim is written in one transaction with the run that holds it).
+# Each implementation and the protocol it implements.
 IMPLEMENTATIONS: list[tuple[type, tuple[type, ...]]] = [
     (Semaphore, (SemaphoreProtocol,)),
     (MemorySemaphore, (SemaphoreProtocol,)),
     (ExecutionsStore, (ExecutionsProtocol,)),
     (MemoryExecutions, (ExecutionsProtocol,)),
-    (TrackingStore, (TrackingProtocol, ClaimsProtocol)),
+    (TrackingStore, (TrackingProtocol,)),
+    (ClaimsStore, (ClaimsProtocol,)),
     (MemoryTrackingStore, (TrackingProtocol,)),
     (MemoryClaims, (ClaimsProtocol,)),
     (RunIndex, (RunIndexProtocol,)),

@@ -47,8 +47,9 @@ def test_stop_wakes_a_thread_that_waits_on_something_else() -> None:
         def _interrupt(self) -> None:
             self.wake.set()
 
-    waiter = Waiter().start()
-    assert waiter.stop(timeout=5) and not waiter.running
+    with Waiter() as waiter:
+        assert waiter.running
+    assert not waiter.running
 
 
 def test_a_thread_that_overruns_its_timeout_is_left_behind_and_said_so(caplog: pytest.LogCaptureFixture) -> None:

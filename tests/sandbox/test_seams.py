@@ -116,26 +116,20 @@ def test_the_seams_wrap_what_moto_has_and_come_off_again() -> None:
 
 def test_the_interpreter_and_cloudformation_seams_come_off_again() -> None:
     from moto.cloudformation.models import Stack
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_dynamodb,
-    )
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
     before = (
         ExecutionWorker.__dict__["_get_evaluation_entrypoint"],
-        state_task_service_dynamodb.boto_client_for,
         Stack.__dict__["parse_template"],
     )
     seams.install()
     try:
         assert getattr(ExecutionWorker.__dict__["_get_evaluation_entrypoint"], "__pipeops_seam__", False)
-        assert getattr(state_task_service_dynamodb.boto_client_for, "__pipeops_seam__", False)
         assert getattr(Stack.parse_template, "__pipeops_seam__", False)
     finally:
         seams.uninstall()
     after = (
         ExecutionWorker.__dict__["_get_evaluation_entrypoint"],
-        state_task_service_dynamodb.boto_client_for,
         Stack.__dict__["parse_template"],
     )
     assert after == before
@@ -269,23 +263,3 @@ def test_a_definition_is_parsed_once_per_version(executing: Any, monkeypatch: py
 
     with pytest.raises(ClientError, match="in definition"):  # an invalid one is still refused, as moto does
         sfn.create_state_machine(name="seams-bad", definition='{"StartAt": "Nowhere"}', roleArn=ROLE)
-
-
-def test_the_interpreter_builds_one_client_per_service(executing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from moto.stepfunctions.parser.asl.utils import boto_client
-
-    built: list[str] = []
-    real_client = boto_client.boto3.client
-
-    def counting_client(*args: Any, **kwargs: Any) -> Any:
-        built.append(kwargs.get("service_name", args[0] if args else "?"))
-        return real_client(*args, **kwargs)
-
-    monkeypatch.setattr(boto_client.boto3, "client", counting_client)
-    sfn = executing
-    machine = sfn.create_state_machine(
-        name=f"seams-{uuid.uuid4().hex[:8]}", definition=json.dumps(PUT_DEFINITION), roleArn=ROLE
-    )["stateMachineArn"]
-    built.clear()
-    assert [run_to_end(sfn, machine, f"c-{i}")["status"] for i in range(3)] == ["SUCCEEDED"] * 3
-    assert built.count("dynamodb") == 1  # three Task states, one client

@@ -11,6 +11,7 @@ def test_identifiers_are_split_into_words() -> None:
     assert words("customer_SSN") == ["customer", "ssn"]
     assert words("phoneNumber") == ["phone", "number"]
     assert words("Social Security No.") == ["social", "security", "no"]
+    assert words("Móvil / Téléphone") == ["móvil", "téléphone"]  # other scripts' words stay whole
 
 
 @pytest.mark.parametrize(
@@ -25,6 +26,13 @@ def test_identifiers_are_split_into_words() -> None:
         ("hotel ", Topic.PHONE, False),  # a word containing "tel" is not the word "tel"
         ("IBAN: ", Topic.IBAN, True),
         ("Order ", Topic.SSN, False),
+        ("My Japanese number is ", Topic.PHONE, True),  # "my ... number": one word between at most
+        ("my number: ", Topic.PHONE, True),
+        ("order number ", Topic.PHONE, False),
+        ("Celular: ", Topic.PHONE, True),
+        ("Телефон: ", Topic.PHONE, True),
+        ("電話 ", Topic.PHONE, True),
+        ("bank savings account ", Topic.IBAN, True),
     ],
 )
 def test_mentions_matches_whole_words_and_phrases(label: str, topic: Topic, expected: bool) -> None:
@@ -61,3 +69,9 @@ def test_a_table_after_prose_takes_its_own_header() -> None:
 def test_outside_a_table_there_is_no_column_header() -> None:
     text = "just prose 4155552671 here"
     assert ContextIndex(text).column_header(text.index("4155552671")) == ""
+
+
+@pytest.mark.parametrize("text", ["ref 4155552671", "Ticket id 4155552671", "hotel 4155552671"])
+def test_the_cheap_first_test_never_hides_a_label_and_finds_none_here(text: str) -> None:
+    assert not _labelled(text, "4155552671", Topic.PHONE)
+    assert _labelled("Tel.: 4155552671", "4155552671", Topic.PHONE)

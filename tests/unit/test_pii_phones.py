@@ -17,6 +17,7 @@ from pipeline.pii.phones import (
     is_fictional,
     is_nanp_fiction,
     is_unassigned,
+    read_labelled_phone,
     read_phone,
 )
 from pipeline.pii.types import DEFAULT_PHONE_REGIONS
@@ -159,3 +160,40 @@ def test_importing_the_package_loads_neither_libphonenumber_nor_stdnum() -> None
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+# National formats of countries outside the default regions, as their people write them.
+OTHER_COUNTRIES = [
+    ("02-623-4567", 972), ("0532 481 22 09", 90), ("044 668 18 00", 41), ("0664 2841737", 43),
+    ("0470 12 34 56", 32), ("612 34 98 70", 34), ("347 112 2233", 39), ("912 845 301", 351),
+    ("(11) 96123-4090", 55), ("55 1234 5678", 52), ("090-4412-7788", 81), ("13912345678", 86),
+    ("98123 45670", 91), ("082 555 1234", 27), ("070-123 45 67", 46), ("412 34 567", 47),
+    ("20 12 34 56", 45), ("040 1234567", 358), ("512 345 678", 48), ("601 123 456", 420),
+    ("010-2345-6789", 82), ("8 (912) 345-67-89", 7), ("06 30 123 4567", 36), ("697 123 4567", 30),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "country_code"), OTHER_COUNTRIES)
+def test_a_labelled_number_is_read_for_any_region(value: str, country_code: int) -> None:
+    import phonenumbers
+
+    region = phonenumbers.region_code_for_country_code(country_code)
+    assert phonenumbers.is_valid_number(phonenumbers.parse(value, region))  # the case is a real format
+    assert read_labelled_phone(value, REGIONS) is not None
+
+
+def test_the_other_countries_are_outside_the_default_regions() -> None:
+    import phonenumbers
+
+    defaults = {phonenumbers.country_code_for_region(region) for region in REGIONS}
+    assert len({code for _, code in OTHER_COUNTRIES} - defaults) >= 20
+
+
+@pytest.mark.parametrize("value", ["13912345678", "98123 45670", "412 34 567"])
+def test_without_a_label_other_countries_national_formats_are_not_read(value: str) -> None:
+    assert read_phone(value, REGIONS) is None
+
+
+@pytest.mark.parametrize("value", ["123", "12345678901234567890", "+10 20 30 40", "+999 1234 5678"])
+def test_a_label_does_not_make_an_invalid_number_a_phone(value: str) -> None:
+    assert read_labelled_phone(value, REGIONS) is None

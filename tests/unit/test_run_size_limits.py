@@ -31,7 +31,7 @@ from pipeline.config import DEFAULT_MAX_FILES_PER_RUN, Settings, load_settings
 from pipeline.jobs import RunRef, execution_name, format_timestamp
 from pipeline.routing import execution_input
 from pipeline.stores._dynamodb import to_attribute
-from pipeline.stores.tracking import RunRecord, _queued_run_item
+from pipeline.stores.tracking import RunRecord, queued_run_item
 from pipeline.tasks import MAX_MESSAGE_BYTES, SUMMARY_MAX_BYTES
 from sandbox.seams.limits import MAX_ITEM_BYTES, MAX_PAYLOAD_BYTES, item_size, payload_size
 
@@ -67,7 +67,7 @@ def test_the_largest_tracking_item_stays_well_under_400_kb() -> None:
     keys = longest_keys(N)
     now = datetime(2026, 1, 1, tzinfo=UTC)
     run = RunRef("j" * 1024, format_timestamp(now))  # a root-level file is its own job: a key
-    item = _queued_run_item(run, keys, "b" * 63, now)
+    item = queued_run_item(run, keys, "b" * 63, now)
     message = "m" * MAX_MESSAGE_BYTES
     error = "E" * MAX_ERROR_NAME_BYTES
     # every file failed, with the longest error and message the record keeps
@@ -92,7 +92,7 @@ def test_the_largest_tracking_item_stays_well_under_400_kb() -> None:
     size = item_size(item)
     assert size < MAX_ITEM_BYTES / 1.6, size
     # the router's interim shape (every file unsupported, listed twice) is smaller still
-    interim = _queued_run_item(run, keys, "b" * 63, now) | {"failed_files": to_attribute({"unsupported": keys})}
+    interim = queued_run_item(run, keys, "b" * 63, now) | {"failed_files": to_attribute({"unsupported": keys})}
     assert item_size(interim) < size
     assert RunRecord.from_item(item).files == tuple(sorted(keys))
 

@@ -36,7 +36,7 @@ SHARED_ENV = {
 }
 OUTPUTS = {
     "InputBucketName", "OutputBucketName", "WorkBucketName", "TrackingTableName", "CoordinationTableName",
-    "MainQueueUrl", "DeadLetterQueueUrl", "TrackerDeadLetterQueueUrl", "IngestDeadLetterQueueUrl",
+    "MainQueueUrl", "DeadLetterQueueUrl", "TrackerDeadLetterQueueUrl", "IngestDeadLetterQueueUrl", "QuarantineQueueUrl",
     "StateMachineArn",
     *(f"{function}Name" for function in HANDLERS),
 }
@@ -203,7 +203,7 @@ def test_transform_produces_the_expected_resources(cfn: dict[str, Any]) -> None:
     assert counts["AWS::StepFunctions::StateMachine"] == 1
     assert counts["AWS::Lambda::EventSourceMapping"] == 1
     assert counts["AWS::Events::Rule"] == 4  # S3 objects, execution status, batch and reconcile schedules
-    assert counts["AWS::SQS::Queue"] == 5  # main, its DLQ, ingest's, the tracker's, the schedules'
+    assert counts["AWS::SQS::Queue"] == 6  # main, its DLQ, ingest's, the tracker's, the schedules', quarantine
     assert counts["AWS::DynamoDB::Table"] == 2
     assert counts["AWS::S3::Bucket"] == 3  # inputs, redacted outputs, working files (mappings)
     assert counts["AWS::Logs::LogGroup"] == len(HANDLERS) + 1

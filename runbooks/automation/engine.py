@@ -1,0 +1,103 @@
+"""One runbook run: diagnose -> plan -> apply -> verify, as one library call.
+
+`run_runbook` is what `pipeops runbook run` and an Automation document call. A runbook with no
+automation yet answers with an error result that points at its page; the acting ones are the DLQ
+redrives (`dlq-messages`, `ingest-dlq`, `tracker-dlq`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from pipeline.stores.audit import AuditStore
+from pipeline.stores.tracking import TrackingStore
+from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
+from runbooks.automation.pacing import Pacer
+from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
+from runbooks.automation.redrive_plan import plan_redrive, use_move_task
+from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
+from runbooks.catalog import Runbook, parse
+from stack.resources import StackResources
+
+DEFAULT_RATE = 10.0  # messages a second sent, replayed or quarantined by one run
+
+
+class Clients(Protocol):
+    """Anything that hands out boto3 clients: the CLI's Connection, the sandbox."""
+
+    def client(self, service: str) -> Any: ...
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def run_runbook(
+    runbook_id: str | Runbook,
+    resources: StackResources,
+    clients: Clients,
+    *,
+    apply: bool,
+    groups: Collection[str] | None = None,
+    rate: float = DEFAULT_RATE,
+    actor: str | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> RunbookResult:
+    """Run one runbook: a dry run unless `apply`; `groups` selects the DLQ groups to act on (None:
+    all). Never raises for an AWS error: the result's verdict is `error` (exit 2)."""
+    runbook = parse(runbook_id) if isinstance(runbook_id, str) else runbook_id
+    kind = DLQ_OF_RUNBOOK.get(runbook)
+    if kind is None:
+        return RunbookResult(
+            runbook.value, {}, [], [], Verdict.ERROR, error=f"no automation for {runbook.value} yet: follow runbooks/{runbook.value}.md"
+        )
+    try:
+        redrive = DlqRedrive(
+            endpoints=DlqEndpoints.of(kind, resources),
+            sqs=clients.client("sqs"),
+            lambda_client=clients.client("lambda"),
+            audit=AuditStore(resources.CoordinationTableName, clients.client("dynamodb")),
+            tracking=TrackingStore(resources.TrackingTableName, clients.client("dynamodb")),
+            actor=actor or caller_arn(clients),
+            clock=clock,
+            pacer=Pacer(rate),
+        )
+        return run_redrive(runbook, redrive, apply=apply, groups=groups)
+    except (ClientError, BotoCoreError, LookupError) as exc:  # reported, never a traceback
+        detail = error_code(exc) or type(exc).__name__
+        return RunbookResult(runbook.value, {}, [], [], Verdict.ERROR, error=f"{detail}: {str(exc)[:300]}")
+
+
+def run_redrive(runbook: Runbook, redrive: DlqRedrive, *, apply: bool, groups: Collection[str] | None = None) -> RunbookResult:
+    diagnosis = redrive.diagnose()
+    kind = redrive.endpoints.kind
+    plan = plan_redrive(kind, diagnosis.groups, groups)
+    evidence = diagnosis.evidence(redrive.endpoints)
+    if groups is not None:
+        evidence["unknown_groups"] = sorted(set(groups) - {group.id for group in diagnosis.groups})
+    if not apply or not plan:
+        redrive.release(diagnosis.letters)
+        verdict = Verdict.ABSENT if diagnosis.absent else Verdict.REMAINS
+        skipped = [ActionOutcome(action, ActionResult.SKIPPED) for action in plan]
+        return RunbookResult(runbook.value, evidence, plan, skipped, verdict)
+    move = use_move_task(kind, diagnosis.groups, plan, bool(diagnosis.move_task.get("available")))
+    if move and diagnosis.move_task.get("running"):
+        redrive.release(diagnosis.letters)
+        raced = [ActionOutcome(a, ActionResult.RACE_LOST, {"running": list(diagnosis.move_task["running"])}) for a in plan]
+        return RunbookResult(runbook.value, evidence, plan, raced, Verdict.REMAINS, redrive.verify(), applied=True)
+    outcomes = redrive.apply(diagnosis, plan, move_task=move)
+    verified = redrive.verify()
+    verdict = Verdict.CLEARED if verified["remaining"] == 0 else Verdict.REMAINS
+    return RunbookResult(runbook.value, evidence, plan, outcomes, verdict, verified, applied=True)
+
+
+def caller_arn(clients: Clients) -> str:
+    """Who applies, for the audit record's `by`."""
+    try:
+        return str(clients.client("sts").get_caller_identity()["Arn"])
+    except Exception:  # no STS answer (a sandbox without it): still audited, as unknown
+        return "unknown"
