@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.goal_row import GoalRow
-from monitors.health import RECENT_CAP
+from monitors.snapshot import RECENT_CAP
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import ACTIVE_STATUSES, JobStatus
 from pipeline.stores._dynamodb import to_attribute

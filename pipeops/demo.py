@@ -26,13 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from alarms.cloudformation import COMPOSITE
 from alarms.live import spec_of
-from monitors.health import assess, observe
 from pipeline.jobs import job_id_for_key
 from pipeline.status import FileOutcome, JobStatus
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
-from pipeops.views import file_outcomes, run_summary
+from pipeops.views import file_outcomes, run_summary, status
 from stack.resources import StackResources
 
 if TYPE_CHECKING:
@@ -84,8 +83,7 @@ class ModeResult:
     seconds: float
     runs: list[dict[str, Any]]
     outcomes: dict[str, str]
-    health: dict[str, Any]
-    findings: list[dict[str, Any]]
+    status: dict[str, Any]  # what `pipeops status --json` says once the pipeline is idle
     peak_running: int
     peak_active: int
     max_concurrency: int
@@ -115,17 +113,17 @@ def check_invariants(result: ModeResult, output_keys: set[str]) -> list[str]:
         for key, outcome in result.outcomes.items()
         if outcome == FileOutcome.REDACTED and key not in output_keys
     ]
-    health = result.health
-    if health["active_count"] != 0 or health["holders"]:
-        violations.append(f"semaphore not back to zero: active_count {health['active_count']}, holders {len(health['holders'])}")
-    if health["running_executions"] != 0:
-        violations.append(f"{health['running_executions']} execution(s) still running after the pipeline went idle")
+    status = result.status
+    if status["active_count"] != 0 or status["holders"]:
+        violations.append(f"semaphore not back to zero: active_count {status['active_count']}, holders {len(status['holders'])}")
+    if status["running_executions"] != 0:
+        violations.append(f"{status['running_executions']} execution(s) still running after the pipeline went idle")
     if result.peak_running > result.max_concurrency:
         violations.append(f"running executions peaked at {result.peak_running} > max {result.max_concurrency}")
     if result.peak_active > result.max_concurrency:
         violations.append(f"active_count peaked at {result.peak_active} > max {result.max_concurrency}")
-    if health["dead_letter_depth"]:
-        violations.append(f"{health['dead_letter_depth']} message(s) in the DLQ")
+    if status["dead_letter_depth"]:
+        violations.append(f"{status['dead_letter_depth']} message(s) in the DLQ")
     return violations
 
 
@@ -192,7 +190,7 @@ def run_mode(
     seconds = time.monotonic() - started
     runs_by_job = {job: store.runs_of(job) for job in job_ids}
     outcomes = accounted(keys, runs_by_job, depth)
-    snapshot = observe(resources, sandbox.client)
+    shown = status(resources, sandbox.client).to_dict()
     listing = s3.get_paginator("list_objects_v2").paginate(Bucket=resources.OutputBucketName)
     output_keys = {obj["Key"] for page in listing for obj in page.get("Contents", [])}
     result = ModeResult(
@@ -201,11 +199,10 @@ def run_mode(
         seconds=round(seconds, 2),
         runs=[run_summary(r) for job in job_ids for r in runs_by_job[job]],
         outcomes=outcomes,
-        health=snapshot.to_dict(),
-        findings=[asdict(f) for f in assess(snapshot)],
+        status=shown,
         peak_running=sampler.peak_running,
         peak_active=sampler.peak_active,
-        max_concurrency=snapshot.max_concurrency,
+        max_concurrency=shown["max_concurrency"],
         violations=[],
     )
     result.violations = check_invariants(result, output_keys)
@@ -328,11 +325,10 @@ def run_incident(
     sandbox: Sandbox, status: Callable[[str], None], max_slots: int, timeout: float = 60.0
 ) -> IncidentResult:
     """Leak a slot and poison the main queue, then do what the on-call person does, step by step."""
-    from pipeops import reconcile as reconcile_command
-
     resources = resources_of(sandbox)
-    cloudwatch, sqs, logs = sandbox.client("cloudwatch"), sandbox.client("sqs"), sandbox.client("logs")
+    sqs, logs = sandbox.client("sqs"), sandbox.client("logs")
     semaphore = Semaphore(resources.CoordinationTableName, sandbox.client("dynamodb"))
+    cloudwatch = sandbox.client("cloudwatch")
     look = lambda: alarm_lines(cloudwatch, sandbox.stack_name)  # noqa: E731
     violations: list[str] = []
     before = not_ok(look())
@@ -345,40 +341,17 @@ def run_incident(
     message_id = sqs.send_message(QueueUrl=resources.MainQueueUrl, MessageBody=POISON_BODY)["MessageId"]
 
     status("waiting for the page (the poison message fails 5 times before the DLQ)")
-    lines, paged = _wait_for(look, lambda ls: all_in(ls, PAGED_BY, "ALARM"), started + timeout)
-    paged_after = time.monotonic() - started if paged else None
-    if not paged:
-        missing = [name for name in PAGED_BY if name not in {line.name for line in lines if line.state == "ALARM"}]
-        violations.append(f"not in ALARM after {timeout:.0f} s: {', '.join(missing)}")
-    at_page = lines
+    at_page, paged_after = _wait_for_page(look, started, timeout, violations)
     router_error = router_error_line(logs, resources.RouterFunctionName, message_id)
 
     status("pipeops reconcile (dry run), then --apply")
-    dry_run = reconcile_command.run(resources, sandbox.client, apply=False).to_dict()
-    if GHOST not in {finding["target"] for finding in dry_run["findings"]}:
-        violations.append(f"the dry run did not name the leaked slot {GHOST}")
-    repair = reconcile_command.run(resources, sandbox.client, apply=True).to_dict()
-    released = [a for a in repair["actions"] if a["target"] == GHOST and a["result"] == "applied"]
-    if not released:
-        violations.append(f"the repair did not release {GHOST}")
-
+    dry_run, repair = _reconcile_the_leak(resources, sandbox.client, violations)
     dlq_depth = _queue_depth(sqs, resources.DeadLetterQueueUrl)
     dlq_runbook = next((line for line in at_page if line.name == POISON_ALARM), None)
     sqs.purge_queue(QueueUrl=resources.DeadLetterQueueUrl)
 
     status("waiting for the alarms to return to OK")
-    repaired = time.monotonic()
-    already = {line.name for line in before if line.state == "ALARM"}
-    fired = {line.name for line in at_page + look() if line.state == "ALARM"} - already
-
-    def calm(lines: list[AlarmLine]) -> bool:
-        return all_in(lines, PAGED_BY, "OK") and not {line.name for line in lines if line.state == "ALARM"} - already
-
-    lines, recovered = _wait_for(look, calm, repaired + timeout)
-    recovered_after = time.monotonic() - repaired if recovered else None
-    if not recovered:
-        still = [line.name for line in lines if line.state == "ALARM" and line.name not in already]
-        violations.append(f"still in ALARM {timeout:.0f} s after the repair: {', '.join(still)}")
+    lines, recovered, recovered_after = _wait_for_ok(look, before, at_page, timeout, violations)
     final = semaphore.read()
     final_dlq = _queue_depth(sqs, resources.DeadLetterQueueUrl)
     if final.active_count or final.holders:
@@ -401,7 +374,7 @@ def run_incident(
         dlq_runbook=dlq_runbook,
         dlq_purged=True,
         recovered_after=recovered_after,
-        recovered=sorted(fired) if recovered else [],
+        recovered=recovered,
         not_ok_after=not_ok(lines),
         final_active_count=final.active_count,
         final_holders=sorted(final.holders),
@@ -409,6 +382,56 @@ def run_incident(
         seconds=time.monotonic() - started,
         violations=violations,
     )
+
+
+def _wait_for_page(
+    look: Callable[[], list[AlarmLine]], started: float, timeout: float, violations: list[str]
+) -> tuple[list[AlarmLine], float | None]:
+    """The alarms once every one that should page is in ALARM, and how long that took (None: never)."""
+    lines, paged = _wait_for(look, lambda ls: all_in(ls, PAGED_BY, "ALARM"), started + timeout)
+    if not paged:
+        missing = [name for name in PAGED_BY if name not in {line.name for line in lines if line.state == "ALARM"}]
+        violations.append(f"not in ALARM after {timeout:.0f} s: {', '.join(missing)}")
+    return lines, time.monotonic() - started if paged else None
+
+
+def _reconcile_the_leak(
+    resources: StackResources, client: Callable[[str], Any], violations: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`pipeops reconcile`, then `--apply`: the dry run must name the leaked slot, the repair release it."""
+    from pipeops import reconcile as reconcile_command
+
+    dry_run = reconcile_command.run(resources, client, apply=False).to_dict()
+    if GHOST not in {finding["target"] for finding in dry_run["findings"]}:
+        violations.append(f"the dry run did not name the leaked slot {GHOST}")
+    repair = reconcile_command.run(resources, client, apply=True).to_dict()
+    if not [a for a in repair["actions"] if a["target"] == GHOST and a["result"] == "applied"]:
+        violations.append(f"the repair did not release {GHOST}")
+    return dry_run, repair
+
+
+def _wait_for_ok(
+    look: Callable[[], list[AlarmLine]],
+    before: list[AlarmLine],
+    at_page: list[AlarmLine],
+    timeout: float,
+    violations: list[str],
+) -> tuple[list[AlarmLine], list[str], float | None]:
+    """The alarms once the paging ones are OK and nothing new is in ALARM: the lines, the alarms
+    that fired and recovered, and how long after the repair (None: not within the wait)."""
+    repaired = time.monotonic()
+    already = {line.name for line in before if line.state == "ALARM"}
+    fired = {line.name for line in at_page + look() if line.state == "ALARM"} - already
+
+    def calm(lines: list[AlarmLine]) -> bool:
+        return all_in(lines, PAGED_BY, "OK") and not {line.name for line in lines if line.state == "ALARM"} - already
+
+    lines, recovered = _wait_for(look, calm, repaired + timeout)
+    if not recovered:
+        still = [line.name for line in lines if line.state == "ALARM" and line.name not in already]
+        violations.append(f"still in ALARM {timeout:.0f} s after the repair: {', '.join(still)}")
+        return lines, [], None
+    return lines, sorted(fired), time.monotonic() - repaired
 
 
 # -- the two acts, printed as an on-call person reads them ---------------------------------------
@@ -464,7 +487,7 @@ def print_act_one(console: Any, results: Sequence[ModeResult]) -> None:
 
     for result in results:
         console.print(render.runs_table(f"{result.mode} mode: {result.files} files in {result.seconds:.1f} s", result.runs))
-        console.print(render.health_table(result.health, result.findings))
+        console.print(render.status_table(result.status))
         console.print(
             f"peak running executions {result.peak_running}, peak active_count {result.peak_active} "
             f"(max {result.max_concurrency})"
@@ -505,13 +528,19 @@ def others_summary(lines: Sequence[AlarmLine], ok: int) -> str:
 
 
 def print_act_two(console: Any, incident: IncidentResult, mode: str) -> None:
-    from rich.markup import escape
     from rich.rule import Rule
 
-    from pipeops import render
+    console.print(Rule(f"Act 2: an incident on the {mode}-mode sandbox, as the on-call person sees it"))
+    _print_breakage(console, incident)
+    _print_page(console, incident)
+    _print_repair(console, incident)
+    _print_recovery(console, incident)
+
+
+def _print_breakage(console: Any, incident: IncidentResult) -> None:
+    from rich.markup import escape
 
     scale = incident.time_scale
-    console.print(Rule(f"Act 2: an incident on the {mode}-mode sandbox, as the on-call person sees it"))
     console.print("[bold]Broken by hand[/bold] (the demo does this; production does it by accident):")
     console.print(
         f"  - a leaked slot: holder {incident.ghost}, taken {GHOST_AGE.seconds // 60} min ago by a router that died "
@@ -528,12 +557,17 @@ def print_act_two(console: Any, incident: IncidentResult, mode: str) -> None:
     alarming = [line.name for line in incident.not_ok_before if line.state == "ALARM"]
     console.print(f"Before: {'in ALARM: ' + ', '.join(alarming) if alarming else 'no alarm in ALARM'}.")
     console.print()
+
+
+def _print_page(console: Any, incident: IncidentResult) -> None:
+    from rich.markup import escape
+
     if incident.paged_after is None:
         console.print("[red]No page[/red]: the alarms below did not all reach ALARM.")
     else:
         console.print(
             f"[bold red]Paged[/bold red] {incident.paged_after:.1f} s after the breakage "
-            f"({_virtual(incident.paged_after, scale)}): {COMPOSITE_ALARM} is in ALARM."
+            f"({_virtual(incident.paged_after, incident.time_scale)}): {COMPOSITE_ALARM} is in ALARM."
         )
     firing = [line for line in incident.firing if line.state == "ALARM"]
     console.print(_alarms_table("Alarms in ALARM (pipeops alarms list)", firing))
@@ -546,6 +580,13 @@ def print_act_two(console: Any, incident: IncidentResult, mode: str) -> None:
             f"({error.get('error_type')}: {escape(str(error.get('error', '')))})"
         )
         console.print()
+
+
+def _print_repair(console: Any, incident: IncidentResult) -> None:
+    from rich.markup import escape
+
+    from pipeops import render
+
     console.print("[bold]$ pipeops reconcile[/bold]            (dry run: what drifted, and what would be done)")
     console.print(render.reconcile_table(incident.dry_run))
     console.print()
@@ -564,12 +605,15 @@ def print_act_two(console: Any, incident: IncidentResult, mode: str) -> None:
         "body and deletes it. Here [bold]the demo purges the DLQ[/bold] as its cleanup (dropped, not redriven)."
     )
     console.print()
+
+
+def _print_recovery(console: Any, incident: IncidentResult) -> None:
     if incident.recovered_after is None:
         console.print("[red]Not back to OK[/red] within the wait.")
     else:
         console.print(
             f"[bold green]Back to OK[/bold green] {incident.recovered_after:.1f} s after the repair "
-            f"({_virtual(incident.recovered_after, scale)}): {', '.join(incident.recovered)}."
+            f"({_virtual(incident.recovered_after, incident.time_scale)}): {', '.join(incident.recovered)}."
         )
     console.print()
     ok_after = incident.recovered_after is not None

@@ -18,7 +18,9 @@ from rich.table import Table
 from alarms.text import shorten
 from pipeline.status import FailedFileKind
 
-JSON_VERSION = 1
+# The envelope's version: raised when a result's shape changes incompatibly (2: `status` says what is
+# wrong in one `findings` list, by the names the alarms and runbooks use; README: JSON output).
+JSON_VERSION = 2
 console = Console()
 # Errors: never wrapped into several lines, whatever the terminal's width.
 error_console = Console(stderr=True, soft_wrap=True)
@@ -95,57 +97,57 @@ def runs_table(title: str, runs: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
-def _jobs_by_status(health: Mapping[str, Any]) -> str:
+def _jobs_by_status(status: Mapping[str, Any]) -> str:
     """Active runs, then the widest window's ended runs: a count the read was capped at shows "≥"."""
-    windows = health.get("recent_outcomes") or []
+    windows = status.get("recent_outcomes") or []
     lower_bounds = set(windows[-1]["lower_bounds"]) if windows else set()
-    return ", ".join(f"{k} {'≥ ' if k in lower_bounds else ''}{v}" for k, v in health["jobs_by_status"].items()) or "-"
+    return ", ".join(f"{k} {'≥ ' if k in lower_bounds else ''}{v}" for k, v in status["jobs_by_status"].items()) or "-"
 
 
-def health_table(health: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title="Health snapshot", show_header=False)
+def _last_run(last: Mapping[str, Any] | None) -> str:
+    if not last:
+        return "never"
+    return f"{last['at']}: {last['finding_count']} finding(s), {last['repairs']} repair(s), {last['remaining_findings']} left"
+
+
+def status_table(status: Mapping[str, Any]) -> Table:
+    """`pipeops status`: the numbers, the reconciler's observation and its last run, its newest
+    repairs, then every finding (alarm, queue or reconciler) with its runbook."""
+    table = Table(title="Status", show_header=False)
     table.add_column("what")
     table.add_column("value")
-    queue = health["main_queue"]
-    age = health.get("oldest_message_age_seconds")
+    queue = status["main_queue"]
+    age = status.get("oldest_message_age_seconds")
+    reconciler = status["reconciler"]
     rows = [
         ("main queue (visible / in flight / delayed)", f"{queue['visible']} / {queue['in_flight']} / {queue['delayed']}"),
         ("oldest message age (max, last minute)", "unknown (no AWS/SQS metric)" if age is None else f"{age:.0f} s"),
-        ("DLQ depth", str(health["dead_letter_depth"])),
-        ("tracker DLQ depth", str(health["tracker_dead_letter_depth"])),
-        ("ingest DLQ depth", str(health["ingest_dead_letter_depth"])),
-        ("active_count / max", f"{health['active_count']} / {health['max_concurrency']}"),
-        ("holders", ", ".join(health["holders"]) or "-"),
-        ("running executions", str(health["running_executions"])),
-        ("jobs by status", _jobs_by_status(health)),
+        ("DLQ depth", str(status["dead_letter_depth"])),
+        ("tracker DLQ depth", str(status["tracker_dead_letter_depth"])),
+        ("ingest DLQ depth", str(status["ingest_dead_letter_depth"])),
+        ("active_count / max", f"{status['active_count']} / {status['max_concurrency']}"),
+        ("holders", ", ".join(status["holders"]) or "-"),
+        ("running executions", str(status["running_executions"])),
+        ("counter drift", str(status["counter_drift"])),
+        ("jobs by status", _jobs_by_status(status)),
+        ("reconciler last run", _last_run(reconciler["last_run"])),
     ]
-    reconciler = health.get("reconciler") or {}
-    last = reconciler.get("last_run")
-    if "reconciler" in health:  # `pipeops status` reads it; the demo's snapshot does not
-        rows.append(
-            (
-                "reconciler last run",
-                "never" if not last else f"{last['at']}: {last['finding_count']} finding(s), {last['repairs']} repair(s), "
-                f"{last['remaining_findings']} left",
-            )
-        )
     for name, value in rows:
         table.add_row(name, value)
-    for finding in reconciler.get("findings", []):
-        table.add_row(f"[red]{finding['kind']}[/red]", f"{escape(finding['target'])}: {escape(finding['reason'])} (pipeops reconcile)")
-    for repair in reconciler.get("recent_repairs", []):
+    for repair in reconciler["recent_repairs"]:
         changed = "; ".join(repair["changes"]) or "-"
         who = {"scheduled": "scheduled reconciler", "person": escape(repair["by"])}.get(repair["by_kind"], "unknown")
         table.add_row(
             f"repair {repair['at']}", f"{escape(repair['action'])} {escape(repair['target'])}: {escape(changed)} (by {who})"
         )
-    for alarm in health.get("alarms_in_alarm", []):
-        runbook = f" (runbook {alarm['runbook']})" if alarm.get("runbook") else ""
-        table.add_row(f"[red]ALARM {escape(alarm['name'])}[/red]", f"{escape(shorten(alarm['reason'], 160))}{runbook}")
-    for finding in findings:
-        colour = "red" if finding["severity"] == "critical" else "yellow"
-        table.add_row(f"[{colour}]{finding['code']}[/{colour}]", finding["message"])
-    if not findings:
+    for finding in status["findings"]:
+        said = "ALARM " if finding["source"] == "alarm" else ""
+        runbook = f" (runbook {finding['runbook']})" if finding.get("runbook") else ""
+        table.add_row(
+            f"[red]{said}{escape(finding['name'])}[/red]",
+            f"{escape(finding['target'])}: {escape(shorten(finding['reason'], 160))}{runbook}",
+        )
+    if not status["findings"]:
         table.add_row("[green]findings[/green]", "none")
     return table
 

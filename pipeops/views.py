@@ -2,88 +2,198 @@
 
 Each function reads through boto3 (AWS or the sandbox alike) and returns data; rendering is
 `pipeops.render`'s job, so every command can print rich text or JSON. `status` and `jobs` never
-scan the tracking table: they query its indexes for what they show (issue 11).
+scan the tracking table: they query its indexes for what they show (issue 11). `status` says what
+is wrong once (`status_findings`, pure): the alarms in ALARM, the DLQs and the reconciler's signals
+under the names of the alarms that watch them, and the reconciler's dry-run findings.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
-from monitors.health import Finding, HealthSnapshot, assess, observe
+from monitors.reconcile.loop import observed_summary
+from monitors.reconcile.model import Finding, FindingKind, Observation
+from monitors.reconcile.signals import Signals
+from monitors.snapshot import Snapshot, observe
 from pipeline.status import FailedFileKind, FileOutcome, JobStatus
 from pipeline.stores.audit import AUDIT_RETENTION, AuditStore
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import RunRecord, TrackingStore
+from runbooks.catalog import Runbook
 from stack.resources import StackResources
 
 Client = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
+class DlqCondition:
+    """A DLQ that holds messages: named as the alarm that watches it, with that alarm's runbook
+    (tests/unit/test_status_findings.py holds both against the alarm catalog)."""
+
+    depth_field: str  # the snapshot's number
+    alarm: str
+    runbook: Runbook
+    queue: str  # the queue's logical id in the template
+    unit: str  # what one message is
+
+
+DLQ_CONDITIONS = (
+    DlqCondition("dead_letter_depth", "DlqNotEmpty", Runbook.DLQ_MESSAGES, "DeadLetterQueue", "message(s) in the main DLQ"),
+    DlqCondition(
+        "tracker_dead_letter_depth",
+        "TrackerDlqNotEmpty",
+        Runbook.TRACKER_DLQ,
+        "TrackerDeadLetterQueue",
+        "status event(s) never tracked: slots may leak",
+    ),
+    DlqCondition(
+        "ingest_dead_letter_depth",
+        "IngestDlqNotEmpty",
+        Runbook.INGEST_DLQ,
+        "IngestDeadLetterQueue",
+        "upload event(s) never ingested: their files are not processed",
+    ),
+)
+# The reconciler's signals, named as the alarms that watch them.
+SLOTS_FULL_IDLE = "SlotsFullIdle"
+BACKLOG_STALLED = "BacklogStalled"
+# The runbook of each reconciler finding: where its cause and repair are written down.
+FINDING_RUNBOOKS: Mapping[FindingKind, Runbook] = {
+    FindingKind.LEAKED_SLOT: Runbook.COUNTER_DRIFT,
+    FindingKind.SLOT_WITHOUT_EXECUTION: Runbook.COUNTER_DRIFT,
+    FindingKind.COUNT_MISMATCH: Runbook.COUNTER_DRIFT,
+    FindingKind.ORPHAN_EXECUTION: Runbook.EXECUTIONS_FAILED,
+    FindingKind.STUCK_RUN: Runbook.BACKLOG_STALLED,
+    FindingKind.UNANNOUNCED_RUN: Runbook.BACKLOG_STALLED,
+    FindingKind.IMPLAUSIBLE_DRIFT: Runbook.IMPLAUSIBLE_DRIFT,
+    FindingKind.REPAIRS_CAPPED: Runbook.COUNTER_DRIFT,
+    FindingKind.OVERRIDE_REFUSED: Runbook.COUNTER_DRIFT,
+}
+
+
+class Source(StrEnum):
+    """Who says it is wrong."""
+
+    ALARM = "alarm"  # a CloudWatch alarm of the stack, in ALARM now
+    RECONCILE = "reconcile"  # the reconciler's dry run: a finding, or a signal it computes
+    QUEUE = "queue"  # a DLQ's depth, before its alarm has evaluated it
+
+
+@dataclass(frozen=True)
+class StatusFinding:
+    """One thing that is wrong, under the one name the alarms, the runbooks and the reconciler use."""
+
+    name: str  # an alarm's name without the stack prefix (DlqNotEmpty), or a reconciler finding kind
+    target: str  # what it concerns: the alarm, a queue, the semaphore, a holder, a run
+    reason: str
+    runbook: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class FiringAlarm:
+    name: str  # as deployed: <stack>-<name>
+    reason: str
+    runbook: str
+
+
+def status_findings(
+    stack_name: str,
+    reconcile_findings: Sequence[Finding],
+    seen: Signals,
+    snapshot: Snapshot,
+    firing: Sequence[FiringAlarm],
+) -> list[StatusFinding]:
+    """Everything wrong, once: the alarms in ALARM, then what the numbers and the reconciler's
+    signals show that no alarm in ALARM says yet (the same names), then the reconciler's findings."""
+    alarms = [
+        StatusFinding(alarm.name.removeprefix(f"{stack_name}-"), alarm.name, alarm.reason, alarm.runbook, Source.ALARM)
+        for alarm in firing
+    ]
+    said = {finding.name for finding in alarms}
+    early = [
+        StatusFinding(dlq.alarm, dlq.queue, f"{depth} {dlq.unit}", dlq.runbook.value, Source.QUEUE)
+        for dlq in DLQ_CONDITIONS
+        if (depth := getattr(snapshot, dlq.depth_field))
+    ]
+    if seen.slots_full_idle:
+        reason = "every slot is held and no router-started execution runs"
+        early.append(StatusFinding(SLOTS_FULL_IDLE, "semaphore", reason, Runbook.SLOTS_FULL_IDLE.value, Source.RECONCILE))
+    if seen.backlog_stalled:
+        reason = f"a run has waited QUEUED {seen.oldest_queued_age:.0f} s and nothing moved"
+        early.append(StatusFinding(BACKLOG_STALLED, "runs", reason, Runbook.BACKLOG_STALLED.value, Source.RECONCILE))
+    found = [
+        StatusFinding(f.kind.value, f.target, f.reason, FINDING_RUNBOOKS[f.kind].value, Source.RECONCILE)
+        for f in reconcile_findings
+    ]
+    return alarms + [finding for finding in early if finding.name not in said] + found
+
+
+@dataclass(frozen=True)
 class StatusView:
+    """`pipeops status`: the reconciler's observation (slots, executions, active runs), the queue
+    and run numbers, and one list of what is wrong."""
+
     stack_name: str
-    snapshot: HealthSnapshot
-    findings: list[Finding]
-    # The reconciler: its last applied run, and what a dry run finds now (the same finding kinds).
+    observed: Observation
+    snapshot: Snapshot
+    findings: list[StatusFinding]
+    # The reconciler's last applied run and its newest repairs (pipeline.stores.audit), newest first.
     reconciler_last_run: dict[str, Any] | None = None
-    reconcile_findings: list[dict[str, str]] = field(default_factory=list)
-    # The stack's alarms in ALARM now (name, reason, runbook): what pages, next to why.
-    alarms_in_alarm: list[dict[str, Any]] = field(default_factory=list)
-    # The reconciler's newest repairs (pipeline.stores.audit), newest first.
     recent_repairs: list[dict[str, Any]] = field(default_factory=list)
 
     def pages(self) -> list[str]:
-        """What this view shows that should page someone (`status` exits 1 when any): an alarm in
-        ALARM, a critical health finding (every DLQ message is one) and whatever the reconciler's
-        dry run finds. A warning (counts that differ while jobs start and end) does not page."""
-        return [
-            *(f"alarm {alarm['name']} is in ALARM" for alarm in self.alarms_in_alarm),
-            *(f"{f.code}: {f.message}" for f in self.findings if f.severity == "critical"),
-            *(f"reconcile finding {f['kind']}: {f['target']}" for f in self.reconcile_findings),
-        ]
+        """What should page someone (`status` exits 1 when any): every finding, by name and target."""
+        return [f"{finding.name}: {finding.target}" for finding in self.findings]
 
     def to_dict(self) -> dict[str, Any]:
+        observed = observed_summary(self.observed)
         return {
             "stack": self.stack_name,
             **self.snapshot.to_dict(),
-            "findings": [asdict(f) for f in self.findings],
-            "reconciler": {
-                "last_run": self.reconciler_last_run,
-                "findings": self.reconcile_findings,
-                "recent_repairs": self.recent_repairs,
-            },
-            "alarms_in_alarm": self.alarms_in_alarm,
+            "active_count": observed["active_count"],
+            "max_concurrency": observed["max"],
+            "holders": observed["holders"],
+            "running_executions": len(observed["running_executions"]),
+            "counter_drift": self.observed.drift,
+            "reconciler": {"last_run": self.reconciler_last_run, "recent_repairs": self.recent_repairs},
+            "findings": [{**asdict(finding), "source": finding.source.value} for finding in self.findings],
             "pages": self.pages(),
         }
 
 
 def status(resources: StackResources, client: Client, now: datetime | None = None) -> StatusView:
-    """The health snapshot, its findings, the reconciler's view and the alarms firing (`now`: the
-    moment the windows of ended runs end at; default the clock)."""
+    """The reconciler's dry run, the numbers, and the alarms firing (`now`: the moment the windows
+    of ended runs end at; default the clock)."""
     from alarms.live import list_alarms
+    from monitors.reconcile.signals import signals
     from pipeops import reconcile
 
     client = _one_client_per_service(client)
     dry = reconcile.run(resources, client, apply=False)
     # The reconciler's dry run read every active run already (the sparse index): count those.
     active = Counter(run.status for run in dry.observed.active_runs)
-    snapshot = observe(resources, client, now, active=active)
-    firing = [view for view in list_alarms(client("cloudwatch"), resources.stack_name) if view.state == "ALARM"]
+    snapshot = observe(resources, client, active, now)
+    firing = [
+        FiringAlarm(view.name, view.reason, view.runbook)
+        for view in list_alarms(client("cloudwatch"), resources.stack_name)
+        if view.state == "ALARM"
+    ]
     audit = AuditStore(resources.CoordinationTableName, client("dynamodb"))
     last_run = audit.last_run()
     return StatusView(
         resources.stack_name,
+        dry.observed,
         snapshot,
-        assess(snapshot),
+        status_findings(resources.stack_name, dry.plan.findings, signals(dry.observed), snapshot, firing),
         reconciler_last_run=last_run.to_dict() if last_run else None,
-        reconcile_findings=dry.to_dict()["findings"],
-        alarms_in_alarm=[{"name": v.name, "reason": v.reason, "runbook": v.runbook} for v in firing],
         recent_repairs=_recent_repairs(audit, (now or datetime.now(UTC)) - AUDIT_RETENTION),
     )
 

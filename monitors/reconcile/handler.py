@@ -6,18 +6,16 @@ only, for a team that wants to watch it first) or on demand with `{"dry_run": tr
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
+from monitors.reconcile.build import ReconcileTarget, build_reconciler
 from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
 from monitors.reconcile.model import ActionKind, FindingKind
 from monitors.reconcile.signals import signals
 from pipeline.aws import client
 from pipeline.config import load_reconcile_settings
 from pipeline.handlers import _wiring
-from pipeline.stores.audit import AuditStore
-from pipeline.stores.executions import ExecutionsStore
-from pipeline.stores.run_index import RunIndex
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -26,28 +24,22 @@ from pipeline.telemetry.handler import instrumented
 @_wiring.built_once
 def _reconciler_parts() -> dict[str, Any]:
     settings = _wiring.settings()
+    reconcile_settings = load_reconcile_settings()
+    target = ReconcileTarget(
+        coordination_table=settings.require("coordination_table"),
+        tracking_table=settings.require("tracking_table"),
+        state_machine_arn=settings.require("state_machine_arn"),
+        main_queue_url=settings.require("main_queue_url"),
+    )
     return {
-        "settings": load_reconcile_settings(),
-        "executions": ExecutionsStore(client("stepfunctions"), settings.require("state_machine_arn")),
+        "settings": reconcile_settings,
+        "reconciler": build_reconciler(client, target, reconcile_settings, actor="reconciler"),
     }
 
 
 def _reconciler(actor: str) -> Reconciler:
-    parts = _reconciler_parts()
-    settings = _wiring.settings()
-    tracking = _wiring.tracking_store()
-    return Reconciler(
-        semaphore=_wiring.semaphore(),
-        executions=parts["executions"],
-        tracking=tracking,
-        claims=_wiring.claims_store(),
-        runs=RunIndex(settings.require("tracking_table"), client("dynamodb")),
-        send=_wiring.job_queue().send,
-        audit=AuditStore(settings.require("coordination_table"), client("dynamodb")),
-        settings=parts["settings"],
-        actor=actor,
-        clock=lambda: datetime.now(UTC),
-    )
+    """Built once per container; the actor (the invoked ARN, for the audit) is per invocation."""
+    return replace(_reconciler_parts()["reconciler"], actor=actor)
 
 
 _RUN_REPAIRS = (ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN)

@@ -61,88 +61,105 @@ NEVER_STARTED_ERROR = "ReconcilerNeverStarted"
 
 
 def plan(observation: Observation) -> Plan:
-    settings = observation.settings
+    """Every finding family in the order its actions are applied, then the cap on repairs a run."""
     # Ages are counted up to the semaphore read, which precedes every DescribeExecution: "no execution"
     # rules out a router only if it was already dead (older than its timeout) when it was described.
     # Counted up to the end of a slow observation, a router alive at its describe could start after it.
     now = observation.semaphore_read_at
-    findings: list[Finding] = []
-    actions: list[Action] = []
+    parts = (
+        count_mismatch(observation),
+        holder_releases(observation, now),
+        orphan_executions(observation),
+        active_run_repairs(observation, now),
+    )
+    findings = tuple(finding for part in parts for finding in part.findings)
+    actions = tuple(action for part in parts for action in part.actions)
+    return capped(Plan(findings, actions), observation.settings.max_repairs)
 
-    if observation.active_count != len(observation.holders):
-        findings.append(
-            Finding(
-                FindingKind.COUNT_MISMATCH,
-                "semaphore",
-                f"active_count is {observation.active_count} but {len(observation.holders)} holder(s) hold slots",
-            )
-        )
-        actions.append(
-            Action(
-                ActionKind.SET_COUNT,
-                "semaphore",
-                "count the holders",
-                expected={"version": observation.version, "active_count": observation.active_count},
-                values={"active_count": len(observation.holders)},
-            )
-        )
 
+def count_mismatch(observation: Observation) -> Plan:
+    """`active_count` differs from its own holders (one consistent read): count the holders."""
+    if observation.active_count == len(observation.holders):
+        return Plan((), ())
+    finding = Finding(
+        FindingKind.COUNT_MISMATCH,
+        "semaphore",
+        f"active_count is {observation.active_count} but {len(observation.holders)} holder(s) hold slots",
+    )
+    action = Action(
+        ActionKind.SET_COUNT,
+        "semaphore",
+        "count the holders",
+        expected={"version": observation.version, "active_count": observation.active_count},
+        values={"active_count": len(observation.holders)},
+    )
+    return Plan((finding,), (action,))
+
+
+def holder_releases(observation: Observation, now: datetime) -> Plan:
+    """Leaked slots and slots without an execution: released, unless the absence guard refuses the
+    releases that rest on absence alone; each release is followed by its run's repair."""
     running = {execution.name for execution in observation.running}
-    held = {holder.name for holder in observation.holders}
     runs = {run.execution_name: run for run in observation.active_runs}
-
     evidenced: list[Decision] = []  # its execution was described and has ended
     absent: list[Decision] = []  # no execution of its name was found
     for holder in observation.holders:
         if holder.name in running:
             continue
-        decision = decide_holder(holder, observation, runs.get(holder.name), now=now, grace=settings.grace_seconds)
+        decision = decide_holder(holder, observation, runs.get(holder.name), now=now, grace=observation.settings.grace_seconds)
         if decision is not None:
             (evidenced if decision.evidenced else absent).append(decision)
-
     refusal = absence_refusal(observation, len(absent))
     released = evidenced if refusal is not None else evidenced + absent
-    findings += [decision.finding for decision in evidenced + absent]
-    if refusal is not None:
-        findings.append(refusal)
-    actions += [decision.release for decision in released]
+    findings = [decision.finding for decision in evidenced + absent] + ([refusal] if refusal is not None else [])
+    actions = [decision.release for decision in released]
     actions += [decision.follow_up for decision in released if decision.follow_up is not None]
+    return Plan(tuple(findings), tuple(actions))
 
-    for execution in observation.running:
-        if execution.name not in held and execution.started_at < observation.semaphore_read_at:
-            findings.append(
-                Finding(FindingKind.ORPHAN_EXECUTION, execution.name, "running without a slot: started by hand or redriven")
-            )
 
+def orphan_executions(observation: Observation) -> Plan:
+    """Running executions that hold no slot and started before the semaphore read: reported only."""
+    held = {holder.name for holder in observation.holders}
+    return Plan(
+        tuple(
+            Finding(FindingKind.ORPHAN_EXECUTION, execution.name, "running without a slot: started by hand or redriven")
+            for execution in observation.running
+            if execution.name not in held and execution.started_at < observation.semaphore_read_at
+        ),
+        (),
+    )
+
+
+def active_run_repairs(observation: Observation, now: datetime) -> Plan:
+    """Active runs no slot or running execution accounts for: unannounced QUEUED runs and stuck runs."""
+    running = {execution.name for execution in observation.running}
+    held = {holder.name for holder in observation.holders}
+    findings: list[Finding] = []
+    actions: list[Action] = []
     for run in observation.active_runs:
         if run.execution_name in running or run.execution_name in held:
             continue
-        if run.status is JobStatus.QUEUED:
-            unannounced = _unannounced_action(run, observation, now)
-            if unannounced is not None:
-                findings.append(Finding(FindingKind.UNANNOUNCED_RUN, run.target, unannounced.reason))
-                actions.append(unannounced)
-            continue
-        outcome = observation.described.get(run.execution_name)
-        if outcome is None or outcome.status is ExecutionStatus.RUNNING:
-            continue
-        if outcome.exists and not _ended_before_grace(outcome, now, settings.grace_seconds):
-            continue
-        stuck = _stuck_run_action(run, outcome, now, settings)
-        if stuck is not None:
-            findings.append(Finding(FindingKind.STUCK_RUN, _run_target(run), stuck.reason))
-            actions.append(stuck)
-
-    if len(actions) > settings.max_repairs:
-        findings.append(
-            Finding(
-                FindingKind.REPAIRS_CAPPED,
-                "reconciler",
-                f"{len(actions)} repairs planned, {settings.max_repairs} applied a run; the rest next run",
-            )
+        kind, action = (
+            (FindingKind.UNANNOUNCED_RUN, _unannounced_action(run, observation, now))
+            if run.status is JobStatus.QUEUED
+            else (FindingKind.STUCK_RUN, _stuck_run(run, observation, now))
         )
-        actions = actions[: settings.max_repairs]
+        if action is not None:
+            findings.append(Finding(kind, run.target, action.reason))
+            actions.append(action)
     return Plan(tuple(findings), tuple(actions))
+
+
+def capped(decided: Plan, max_repairs: int) -> Plan:
+    """At most `max_repairs` actions a run; the rest wait for the next run (level-triggered)."""
+    if len(decided.actions) <= max_repairs:
+        return decided
+    finding = Finding(
+        FindingKind.REPAIRS_CAPPED,
+        "reconciler",
+        f"{len(decided.actions)} repairs planned, {max_repairs} applied a run; the rest next run",
+    )
+    return Plan((*decided.findings, finding), decided.actions[:max_repairs])
 
 
 @dataclass(frozen=True)
@@ -301,6 +318,16 @@ def _announce_or_give_up(run: ActiveRun, settings: ReconcileSettings, why: str) 
     if run.announcements >= settings.max_announcements:
         return _mark_failed(run, NEVER_STARTED_ERROR, f"{why}; announced {run.announcements} times and never started")
     return _reannounce(run, why)
+
+
+def _stuck_run(run: ActiveRun, observation: Observation, now: datetime) -> Action | None:
+    """A non-QUEUED run whose execution ended past the grace, or never existed past the grace."""
+    outcome = observation.described.get(run.execution_name)
+    if outcome is None or outcome.status is ExecutionStatus.RUNNING:
+        return None
+    if outcome.exists and not _ended_before_grace(outcome, now, observation.settings.grace_seconds):
+        return None
+    return _stuck_run_action(run, outcome, now, observation.settings)
 
 
 def _stuck_run_action(run: ActiveRun, outcome: ExecutionOutcome, now: datetime, settings: ReconcileSettings) -> Action | None:

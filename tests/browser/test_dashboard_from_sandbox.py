@@ -19,7 +19,8 @@ from alarms.catalog import build_catalog
 from dashboards.build import operations_body, resolve
 from dashboards.metric_rows import expand_metrics
 from dashboards.render import CHROMIUM, PALETTE, Box, layout
-from pipeops.dashboard_cli import dashboard_app, stack_names, stack_parameters
+from pipeops.cli import dashboard_app
+from pipeops.dashboard import stack_names, stack_parameters
 from stack.resources import Connection
 from stack.template import load_template
 from tests.browser.png import Image, read_png

@@ -79,7 +79,7 @@ def test_every_bad_input_is_one_line_that_says_what_to_fix(aws, monkeypatch: pyt
     with_json = CliRunner().invoke(app, [*arguments, "--json"])
     assert with_json.exit_code == 2 and with_json.stderr == result.stderr
     error = json.loads(with_json.stdout)
-    assert error == {"version": 1, "kind": "error", "data": {"message": line.removeprefix("error: "), "code": error["data"]["code"], "exit_code": 2}}
+    assert error == {"version": 2, "kind": "error", "data": {"message": line.removeprefix("error: "), "code": error["data"]["code"], "exit_code": 2}}
     assert error["data"]["code"] in {"bad_input", "bad_connection", "stack_not_found", "failed"}
 
 

@@ -7,13 +7,13 @@ import io
 import pytest
 from rich.console import Console
 
-from pipeops import dashboard_cli
+from pipeops.commands import dashboard as dashboard_command
 
 
 def run_steps(quiet: bool, monkeypatch: pytest.MonkeyPatch) -> str:
     stream = io.StringIO()
-    monkeypatch.setattr(dashboard_cli, "_stderr", lambda: Console(file=stream, force_terminal=True, width=100))
-    with dashboard_cli._Progress(quiet=quiet) as progress:
+    monkeypatch.setattr(dashboard_command, "_stderr", lambda: Console(file=stream, force_terminal=True, width=100))
+    with dashboard_command._Progress(quiet=quiet) as progress:
         progress.step("reading 3 series", done=1, total=6)
         progress.advance(3)
         progress.step("reading the alarms")

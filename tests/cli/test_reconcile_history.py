@@ -16,6 +16,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
+from monitors.reconcile.model import FindingKind
 from pipeline.jobs import format_timestamp
 from pipeline.stores.audit import (
     AUDIT_INDEX,
@@ -49,49 +50,6 @@ def test_what_a_repair_changed_is_read_from_what_it_observed_and_wrote() -> None
 )
 def test_who_repaired_is_the_scheduled_lambda_or_a_person(by: str, kind: str) -> None:
     assert actor_kind(by) == kind
-
-
-def snapshot(**changed: Any) -> Any:
-    from monitors.health import HealthSnapshot, QueueDepth
-
-    quiet = HealthSnapshot(
-        taken_at="2026-03-01T12:00:00.000000Z", main_queue=QueueDepth(0, 0, 0), dead_letter_depth=0,
-        tracker_dead_letter_depth=0, ingest_dead_letter_depth=0, oldest_message_age_seconds=None,
-        active_count=0, holders={}, max_concurrency=2, running_executions=0,
-    )
-    from dataclasses import replace
-
-    return replace(quiet, **changed)
-
-
-@pytest.mark.parametrize(
-    ("case", "pages"),
-    [
-        ("healthy", []),
-        ("a count that differs while jobs start (a warning)", []),
-        ("a DLQ message", ["DlqNotEmpty: 1 message(s) in the main DLQ"]),
-        ("an alarm in ALARM", ["alarm pipeops-SlotsFullIdle is in ALARM"]),
-        ("a reconcile finding", ["reconcile finding leaked_slot: exec-1"]),
-    ],
-)
-def test_status_pages_on_an_alarm_a_dlq_message_or_a_finding(case: str, pages: list[str]) -> None:
-    from monitors.health import assess
-    from pipeops.views import StatusView
-
-    shot = snapshot(
-        dead_letter_depth=1 if case == "a DLQ message" else 0,
-        running_executions=1 if case.startswith("a count") else 0,
-    )
-    view = StatusView(
-        "pipeops",
-        shot,
-        assess(shot),
-        reconcile_findings=[{"kind": "leaked_slot", "target": "exec-1", "reason": "ended"}] if case == "a reconcile finding" else [],
-        alarms_in_alarm=[{"name": "pipeops-SlotsFullIdle", "reason": "", "runbook": ""}] if case == "an alarm in ALARM" else [],
-    )
-    assert view.pages() == pages and view.to_dict()["pages"] == pages
-    if case.startswith("a count"):
-        assert [f.severity for f in view.findings] == ["warning"]
 
 
 def audit_item(at: datetime, target: str, *, indexed: bool = True) -> dict[str, Any]:
@@ -170,7 +128,7 @@ def test_history_lists_repairs_by_a_person_and_by_the_scheduled_lambda(make_sand
 
     set_count(10)
     code, drifted = status()
-    assert code == 1 and "reconcile finding count_mismatch: semaphore" in drifted["pages"]
+    assert code == 1 and "count_mismatch: semaphore" in drifted["pages"]
     assert runner.invoke(app, ["reconcile", "--apply"]).exit_code == 0  # a person repairs it
     set_count(7)
     invoked = sandbox.client("lambda").invoke(
@@ -193,13 +151,13 @@ def test_history_lists_repairs_by_a_person_and_by_the_scheduled_lambda(make_sand
     assert "2 repair(s)" in text and "set_count" in text and "scheduled" in text  # cells wrap at 80 columns
 
     code, repaired = status()
-    assert code == (1 if repaired["pages"] else 0) and not any("reconcile finding" in p for p in repaired["pages"])
+    assert code == (1 if repaired["pages"] else 0) and not any(f["name"] in set(FindingKind) for f in repaired["findings"])
     assert [r["by_kind"] for r in repaired["reconciler"]["recent_repairs"]] == ["scheduled", "person"]
     assert "repair " in runner.invoke(app, ["status"]).output
 
     sandbox.client("sqs").send_message(QueueUrl=sandbox.outputs["DeadLetterQueueUrl"], MessageBody="{}")
     code, paged = status()
-    assert code == 1 and "DlqNotEmpty: 1 message(s) in the main DLQ" in paged["pages"]
+    assert code == 1 and "DlqNotEmpty: DeadLetterQueue" in paged["pages"]
 
     refused = runner.invoke(app, ["reconcile", "--history", "--apply"])
     assert refused.exit_code == 2 and "--history only reads the audit" in refused.stderr

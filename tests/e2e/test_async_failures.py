@@ -47,7 +47,7 @@ def status_findings(sandbox: Any) -> set[str]:
     result = CliRunner().invoke(app, ["status", "--json"])
     data = envelope(result.output, "status")
     assert result.exit_code == (1 if data["pages"] else 0), result.output  # a DLQ message pages: 1
-    return {finding["code"] for finding in data["findings"]}
+    return {finding["name"] for finding in data["findings"]}
 
 
 def test_a_failing_tracker_parks_the_status_event_in_its_dlq(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:

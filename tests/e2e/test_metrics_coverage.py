@@ -24,7 +24,7 @@ from dashboards.metric_rows import expand_metrics
 from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
-from pipeops.dashboard_cli import stack_names, stack_parameters
+from pipeops.dashboard import stack_names, stack_parameters
 from stack.resources import Connection
 from stack.template import load_template
 

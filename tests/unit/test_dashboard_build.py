@@ -33,7 +33,8 @@ from dashboards.metric_rows import MetricQuery, expand_metrics
 from pipeline.stack import SERVICE_NAME
 from pipeline.telemetry.aws_catalog import AWS_CATALOG, ResourceKind
 from pipeline.telemetry.catalog import CATALOG, NAMESPACE, STANDARD_DIMENSIONS
-from pipeops.dashboard_cli import dashboard_app, fetch_metrics, metric_key, metric_queries, stack_names
+from pipeops.cli import dashboard_app
+from pipeops.dashboard import fetch_metrics, metric_key, metric_queries, stack_names
 from stack.resources import StackResources
 from stack.template import load_template
 

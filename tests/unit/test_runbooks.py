@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from alarms.catalog import build_catalog
 from alarms.runbook_pages import INDEX, alarms_of, listed_alarms, refresh, render_index, sections
 from pipeline.pii.offline import OfflineDetector
-from pipeops.runbook_cli import runbook_app
+from pipeops.cli import runbook_app
 from runbooks.catalog import SECTIONS, Runbook, UnknownRunbookError, load_page, page_path, parse
 from stack.template import load_template
 

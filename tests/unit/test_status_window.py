@@ -1,17 +1,15 @@
-"""What `pipeops status` and `pipeops jobs` compute from what they read: windows, caps, merging,
-and how the health table shows a capped count."""
+"""What `pipeops status` and `pipeops jobs` compute from what they read: windows, caps and merging
+(tests/unit/test_status_findings.py: how the status table shows a capped count)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from rich.console import Console
-
-from monitors.health import (
-    HealthSnapshot,
+from monitors.snapshot import (
     OutcomeWindow,
     QueueDepth,
+    Snapshot,
     count_since,
     recent_outcomes,
     window_label,
@@ -19,7 +17,6 @@ from monitors.health import (
 from pipeline.jobs import format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import RunRecord
-from pipeops.render import health_table
 from pipeops.views import merge_newest
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -68,17 +65,13 @@ def test_a_capped_status_is_a_lower_bound_only_in_the_windows_it_did_not_read_th
     assert wide.lower_bounds == ("COMPLETE",) and wide.counts == {"COMPLETE": 2, "FAILED": 1}
 
 
-BASE = HealthSnapshot(
+BASE = Snapshot(
     taken_at=format_timestamp(NOW),
     main_queue=QueueDepth(0, 0, 0),
     dead_letter_depth=0,
     tracker_dead_letter_depth=0,
     ingest_dead_letter_depth=0,
     oldest_message_age_seconds=None,
-    active_count=1,
-    holders={"h": "t"},
-    max_concurrency=10,
-    running_executions=1,
 )
 
 
@@ -107,17 +100,3 @@ def test_merging_per_status_lists_keeps_the_newest_across_them() -> None:
     assert [r.job_id for r in merge_newest([complete, failed, queued], 4)] == ["a", "d", "b", "f"]
     assert [r.job_id for r in merge_newest([complete, failed], 10)] == ["a", "d", "b", "c", "e"]
     assert merge_newest([complete], 0) == []
-
-
-def jobs_row(snapshot: HealthSnapshot) -> list[str]:
-    console = Console(width=200, record=True)
-    console.print(health_table(snapshot.to_dict(), []))
-    line = next(line for line in console.export_text().splitlines() if "jobs by status" in line)
-    return [cell.strip() for cell in line.split("│")[1:3]]
-
-
-def test_the_health_table_shows_a_capped_count_as_a_lower_bound_and_an_exact_one_as_is() -> None:
-    widest = OutcomeWindow("24h", ago(hours=24), {"COMPLETE": 1000, "FAILED": 3}, lower_bounds=("COMPLETE",))
-    snapshot = replace(BASE, active_runs={"QUEUED": 2}, recent_outcomes=(widest,))
-    assert jobs_row(snapshot) == ["jobs by status", "QUEUED 2, COMPLETE ≥ 1000, FAILED 3"]
-    assert jobs_row(replace(BASE)) == ["jobs by status", "-"]

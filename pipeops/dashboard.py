@@ -1,4 +1,4 @@
-"""`pipeops dashboard render`: the operations dashboard as one self-contained HTML page.
+"""The operations dashboard as one self-contained HTML page (`pipeops dashboard render`).
 
 The page is drawn from the same body CloudWatch shows (the deployed `<stack>-operations`, or the
 body built from this checkout's template when the stack has none yet) and from the metrics in
@@ -11,27 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any, Protocol
 
-import typer
-from rich.console import Console
-
-from pipeops import render
-from stack.resources import (
-    BadConnectionError,
-    Connection,
-    NoCredentialsError,
-    StackNotFoundError,
-    StackResources,
-)
-
-dashboard_app = typer.Typer(
-    help="The stack's CloudWatch dashboards, drawn offline from the metrics in CloudWatch.",
-    no_args_is_help=True,
-)
+from stack.resources import Connection, StackResources
 
 MAX_QUERIES_PER_CALL = 500  # GetMetricData's limit on MetricDataQueries
 STANDARD_STATISTICS = frozenset({"SampleCount", "Average", "Sum", "Minimum", "Maximum"})
@@ -43,15 +28,6 @@ _CHART = re.compile(r'<svg class="chart"[^>]*?data-widget="(\d+)" data-series="(
 
 MetricKey = tuple[str, str, tuple[tuple[str, str], ...], str, int]
 Points = list[tuple[datetime, float]]
-
-
-def _stderr() -> Console:
-    return Console(stderr=True)
-
-
-@dashboard_app.callback()
-def dashboard() -> None:
-    """The stack's CloudWatch dashboards, drawn offline from the metrics in CloudWatch."""
 
 
 # -- the body ---------------------------------------------------------------------------------
@@ -334,49 +310,41 @@ def alarm_badges(cloudwatch: Any, stack_name: str) -> list[Any]:
     ]
 
 
-# -- the command --------------------------------------------------------------------------------
+# -- the page -----------------------------------------------------------------------------------
 
 
-class _Progress:
-    """A progress bar on stderr while the page is made, in steps: the body, each series read, the
-    alarms, the page, the screenshot. Nothing when quiet (--json) or when stderr is no terminal."""
+class DashboardError(RuntimeError):
+    """The page cannot be made: the message says why, in one line."""
 
-    def __init__(self, quiet: bool) -> None:
-        self._bar: Any = None
-        self._task: Any = None
-        console = _stderr()
-        if quiet or not console.is_terminal:
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
+class Progress(Protocol):
+    """What the page's making reports as it goes (the CLI shows a bar; anything else may ignore it)."""
 
-    def __enter__(self) -> _Progress:
-        if self._bar is not None:
-            self._bar.start()
-            self._task = self._bar.add_task("reading the dashboard body", total=None)
-        return self
+    def step(self, description: str, done: int = 0, total: int | None = None) -> None: ...
 
-    def __exit__(self, *exc_info: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+    def advance(self, done: int) -> None: ...
 
-    def step(self, description: str, done: int = 0, total: int | None = None) -> None:
-        """Say what is being done now, after `done` more steps (the total once it is known)."""
-        if self._bar is not None:
-            extra = {"total": total} if total is not None else {}
-            self._bar.update(self._task, description=description, advance=done, **extra)
 
-    def advance(self, done: int) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, advance=done)
+def render_dashboard(
+    connection: Connection,
+    resources: StackResources,
+    out: Path,
+    *,
+    hours: float,
+    screenshot_path: Path | None,
+    progress: Progress,
+) -> Rendered:
+    """Draw `<stack>-operations` over the last `hours` into `out` (and a PNG): what was drawn, and
+    notes on what was missing. Raises DashboardError when the page cannot be made."""
+    from dashboards.build import OPERATIONS_SUFFIX
+
+    name = f"{resources.stack_name}-{OPERATIONS_SUFFIX}"
+    # Up to the next whole second: a datapoint of the last instant (CloudWatch APIs take whole seconds) is in.
+    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    start = end - timedelta(hours=hours)
+    notes: list[str] = []
+    page, badges, fetched, body, source = _draw(connection, resources, name, start, end, out, screenshot_path, notes, progress)
+    return _summary(body, page, out, screenshot_path, name, source, start, end, badges, notes, fetched.calls)
 
 
 @dataclass
@@ -402,76 +370,6 @@ def _aws_errors() -> tuple[type[Exception], ...]:
     return botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError
 
 
-def _fail(message: str) -> typer.Exit:
-    """One line on stderr (with --json also the error envelope on stdout): pipeops.render's errors."""
-    render.emit_error(message, render.ErrorCode.FAILED)
-    return typer.Exit(render.ERROR_EXIT)
-
-
-@dashboard_app.command("render")
-def render_command(
-    out: Annotated[Path, typer.Option("--out", help="Where to write the HTML page.")],
-    hours: Annotated[float, typer.Option(min=0.01, help="The time window: this many hours up to now.")] = 3.0,
-    screenshot_path: Annotated[
-        Path | None, typer.Option("--screenshot", help="Also write a PNG of the page (needs Chromium).")
-    ] = None,
-    endpoint_url: Annotated[
-        str | None,
-        typer.Option("--endpoint-url", help="AWS endpoint, e.g. the sandbox's (default: AWS_ENDPOINT_URL)."),
-    ] = None,
-    stack_name: Annotated[
-        str | None, typer.Option("--stack-name", "--stack", help="The pipeops stack (default: pipeops).")
-    ] = None,
-    region: Annotated[
-        str | None,
-        typer.Option(
-            "--region",
-            help="AWS region (default, as the aws CLI: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, us-east-1).",
-        ),
-    ] = None,
-    profile: Annotated[
-        str | None, typer.Option("--profile", help="Named AWS profile for credentials and region (default: AWS_PROFILE).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print versioned JSON for scripts.")] = False,
-) -> None:
-    """Draw the operations dashboard, with the metrics and alarm states in CloudWatch, as one HTML page.
-
-    The body is the deployed `<stack>-operations` dashboard's; a stack without one gets the body
-    built from this checkout's template (said on stderr). The page is self-contained: no script,
-    nothing fetched, it opens offline. Exit 2 on error (no stack, no credentials, no Chromium).
-    """
-    from dashboards.build import OPERATIONS_SUFFIX
-
-    try:
-        connection = Connection.resolve(stack_name, endpoint_url, region, profile)
-        resources = connection.resources()
-    except (StackNotFoundError, NoCredentialsError, BadConnectionError) as exc:
-        raise _fail(str(exc)) from None
-    name = f"{resources.stack_name}-{OPERATIONS_SUFFIX}"
-    # Up to the next whole second: a datapoint of the last instant (CloudWatch APIs take whole seconds) is in.
-    end = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-    start = end - timedelta(hours=hours)
-    notes: list[str] = []
-    with _Progress(quiet=as_json) as progress:
-        page, badges, fetched, body, source = _draw(
-            connection, resources, name, start, end, out, screenshot_path, notes, progress
-        )
-    result = _summary(
-        body, page, out, screenshot_path, name, source, start, end, badges, notes, fetched.calls
-    )
-    for note in notes:
-        _stderr().print(f"[yellow]note:[/yellow] {note}")
-    if as_json:
-        render.emit_json("dashboard_render", asdict(result))
-        return
-    render.console.print(
-        f"wrote {out} ({result.source} body of {name}, {start:%Y-%m-%d %H:%M} to {end:%H:%M} UTC): "
-        f"{result.charts_with_data} of {result.charts} charts have data; "
-        f"{sum(result.alarms.values())} alarm(s), {result.alarms.get('ALARM', 0)} in ALARM"
-        + (f"; screenshot {screenshot_path}" if screenshot_path else "")
-    )
-
-
 def _draw(
     connection: Any,
     resources: Any,
@@ -481,7 +379,7 @@ def _draw(
     out: Path,
     screenshot_path: Path | None,
     notes: list[str],
-    progress: _Progress,
+    progress: Progress,
 ) -> tuple[str, list[Any], Fetched, dict[str, Any], str]:
     """Read the body, its metrics and the alarms; write the page (and the screenshot)."""
     from dashboards.render import layout, render_html, screenshot
@@ -495,7 +393,7 @@ def _draw(
             try:
                 body = built_body(connection, resources)
             except Exception as exc:  # no template.yaml (an installed pipeops), or one that does not load
-                raise _fail(
+                raise DashboardError(
                     f"no dashboard {name} in the stack, and none can be built here ({type(exc).__name__}: {exc}); "
                     "run from a pipeops checkout, or deploy the template with its dashboards"
                 ) from None
@@ -510,7 +408,7 @@ def _draw(
         progress.step("reading the alarms")
         badges = alarm_badges(cloudwatch, resources.stack_name)
     except (*_aws_errors(), KeyError, ValueError) as exc:  # type: ignore[misc]  # mypy reads no starred except tuple
-        raise _fail(f"cannot read the dashboard and its metrics: {type(exc).__name__}: {exc}") from None
+        raise DashboardError(f"cannot read the dashboard and its metrics: {type(exc).__name__}: {exc}") from None
     notes += fetched.notes
     if not badges:
         notes.append(
@@ -532,7 +430,7 @@ def _draw(
             geometry = layout(body, alarm_count=len(badges))
             screenshot(out, screenshot_path, geometry.width, geometry.height)
     except (OSError, RuntimeError) as exc:  # RuntimeError: ChromiumMissing, or Chromium failed
-        raise _fail(str(exc)) from None
+        raise DashboardError(str(exc)) from None
     progress.advance(1)
     return page, badges, fetched, body, source
 

@@ -1,13 +1,13 @@
-"""The health snapshot: one look at queue, DLQs, semaphore, executions and jobs.
+"""The numbers `pipeops status` shows beside the reconciler's observation: queue and DLQ depths,
+the oldest message's age, and the runs by status. Numbers only: what is wrong is said once, by the
+reconciler's findings and the alarms (pipeops.views), under the names the alarms and runbooks use.
 
-`observe` does the I/O; `assess` is pure and names what an on-call engineer should look at
-(docs/ARCHITECTURE.md#status: a drifted counter, a stall at "max concurrency" with nothing running, a DLQ
-that is not empty).
-
-Jobs are read so that the cost follows the work in flight, never the table's size: active runs
-are counted on the sparse `active-jobs` index (it holds only active runs); ended runs (COMPLETE,
-FAILED) are counted over stated windows (the last hour, the last 24 h) from the `by-status` index,
-newest first, at most `RECENT_CAP` per status, so a count past the cap is a lower bound.
+The semaphore, the running executions and the active runs are the reconciler's observation: they
+are not read again here. Jobs are read so that the cost follows the work in flight, never the
+table's size: active runs are counted from the reconciler's read of the sparse `active-jobs`
+index; ended runs (COMPLETE, FAILED) are counted over stated windows (the last hour, the last
+24 h) from the `by-status` index, newest first, at most `RECENT_CAP` per status, so a count past
+the cap is a lower bound.
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipeline.config import load_settings
 from pipeline.jobs import format_timestamp
 from pipeline.status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
-from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.run_index import RunIndex
-from pipeline.stores.semaphore import Semaphore
 
 # The windows ended runs are counted over, shortest first; the widest bounds the read.
 RECENT_WINDOWS: tuple[timedelta, ...] = (timedelta(hours=1), timedelta(hours=24))
@@ -55,17 +52,13 @@ class OutcomeWindow:
 
 
 @dataclass(frozen=True)
-class HealthSnapshot:
+class Snapshot:
     taken_at: str
     main_queue: QueueDepth
     dead_letter_depth: int
     tracker_dead_letter_depth: int
     ingest_dead_letter_depth: int
     oldest_message_age_seconds: float | None
-    active_count: int
-    holders: Mapping[str, str]
-    max_concurrency: int
-    running_executions: int
     # Active runs by status: every one (the sparse index holds only active runs).
     active_runs: Mapping[str, int] = field(default_factory=dict)
     # Ended runs by window, shortest first; each says its start and whether its counts are exact.
@@ -119,48 +112,6 @@ def recent_outcomes(
     return tuple(result)
 
 
-@dataclass(frozen=True)
-class Finding:
-    severity: str  # "critical" | "warning"
-    code: str
-    message: str
-
-
-def assess(snapshot: HealthSnapshot) -> list[Finding]:
-    """What is wrong, from the snapshot alone."""
-    findings: list[Finding] = []
-    if snapshot.dead_letter_depth:
-        findings.append(Finding("critical", "DlqNotEmpty", f"{snapshot.dead_letter_depth} message(s) in the main DLQ"))
-    if snapshot.tracker_dead_letter_depth:
-        findings.append(
-            Finding("critical", "TrackerDlqNotEmpty", f"{snapshot.tracker_dead_letter_depth} status event(s) never tracked: slots may leak")
-        )
-    if snapshot.ingest_dead_letter_depth:
-        findings.append(
-            Finding(
-                "critical",
-                "IngestDlqNotEmpty",
-                f"{snapshot.ingest_dead_letter_depth} upload event(s) never ingested: their files are not processed",
-            )
-        )
-    if snapshot.active_count != len(snapshot.holders):
-        findings.append(
-            Finding("critical", "CounterDrift", f"active_count {snapshot.active_count} but {len(snapshot.holders)} holder(s)")
-        )
-    if snapshot.active_count != snapshot.running_executions:
-        findings.append(
-            Finding(
-                "warning",
-                "SlotsVsExecutions",
-                f"active_count {snapshot.active_count} vs {snapshot.running_executions} running execution(s)"
-                " (transient while jobs start and end; persistent means drift)",
-            )
-        )
-    if snapshot.active_count >= snapshot.max_concurrency and snapshot.running_executions == 0:
-        findings.append(Finding("critical", "StalledAtCapacity", "every slot is held but nothing is running"))
-    return findings
-
-
 def _queue_depth(sqs: Any, url: str) -> QueueDepth:
     if not url:
         return QueueDepth(0, 0, 0)
@@ -184,44 +135,29 @@ def _oldest_message_age(cloudwatch: Any, queue_url: str, now: datetime) -> float
     return float(points[-1]["Maximum"]) if points else None
 
 
-def _max_concurrency(lambda_client: Any, router_function: str) -> int:
-    env = lambda_client.get_function_configuration(FunctionName=router_function).get("Environment", {})
-    return load_settings(env.get("Variables", {})).max_concurrent_workflows
-
-
 def observe(
     resources: Any,
     client: Any,
+    active: Mapping[JobStatus, int],
     now: datetime | None = None,
     *,
-    active: Mapping[JobStatus, int] | None = None,
     windows: Sequence[timedelta] = RECENT_WINDOWS,
     cap: int = RECENT_CAP,
-) -> HealthSnapshot:
-    """Read everything the snapshot holds. `client(service)` returns a boto3 client.
-
-    `active`: active runs by status when the caller has read them already (the reconciler's
-    observation), so they are not read twice.
-    """
+) -> Snapshot:
+    """Read the numbers. `client(service)` returns a boto3 client; `active`: active runs by status,
+    as the reconciler's observation read them (not read twice)."""
     now = now or datetime.now(UTC)
     sqs = client("sqs")
-    dynamodb = client("dynamodb")
-    semaphore = Semaphore(resources.CoordinationTableName, dynamodb).read()
-    runs = RunIndex(resources.TrackingTableName, dynamodb)
-    active = runs.count_active() if active is None else active
+    runs = RunIndex(resources.TrackingTableName, client("dynamodb"))
     widest = format_timestamp(now - max(windows))
     ended = {status: runs.ended_since(status, widest, cap) for status in ENDED_STATUSES}
-    return HealthSnapshot(
+    return Snapshot(
         taken_at=format_timestamp(now),
         main_queue=_queue_depth(sqs, resources.MainQueueUrl),
         dead_letter_depth=_queue_depth(sqs, resources.DeadLetterQueueUrl).total,
         tracker_dead_letter_depth=_queue_depth(sqs, resources.TrackerDeadLetterQueueUrl).total,
         ingest_dead_letter_depth=_queue_depth(sqs, resources.IngestDeadLetterQueueUrl).total,
         oldest_message_age_seconds=_oldest_message_age(client("cloudwatch"), resources.MainQueueUrl, now),
-        active_count=semaphore.active_count,
-        holders=dict(semaphore.holders),
-        max_concurrency=_max_concurrency(client("lambda"), resources.RouterFunctionName),
-        running_executions=sum(1 for _ in ExecutionsStore(client("stepfunctions"), resources.StateMachineArn).running()),
         active_runs={status.value: active.get(status, 0) for status in ACTIVE_STATUSES if active.get(status, 0)},
         recent_outcomes=recent_outcomes(ended, now, sorted(windows)),
     )

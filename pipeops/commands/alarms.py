@@ -1,0 +1,65 @@
+"""`pipeops alarms list | check`: the stack's alarms, and the evaluator's verdict on them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import typer
+
+from pipeops import render
+from pipeops.commands.common import (
+    EndpointOption,
+    JsonOption,
+    ProfileOption,
+    RegionOption,
+    StackOption,
+    connect,
+)
+
+
+def alarms_list(
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every alarm of the stack with its state, reason and runbook, ALARM first. Exit 1 if any is in ALARM."""
+    from alarms.live import list_alarms
+
+    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    rows = [view.to_dict() for view in list_alarms(connection.client("cloudwatch"), resources.stack_name)]
+    if as_json:
+        render.emit_json("alarms", rows)
+    else:
+        render.console.print(render.alarms_table(rows))
+    if any(row["state"] == "ALARM" for row in rows):
+        raise typer.Exit(1)
+
+
+def alarms_check(
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every metric alarm over the metrics in CloudWatch now, with the datapoints that decide it.
+
+    Exit 1 when the evaluator puts any alarm in ALARM. A time-scaled sandbox is judged on its alarm
+    engine's virtual clock, as the engine judges it.
+    """
+    from alarms.live import check_alarms, sandbox_clock
+
+    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    clock = sandbox_clock(connection.endpoint_url)
+    rows = [
+        check.to_dict()
+        for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC), clock)
+    ]
+    if as_json:
+        render.emit_json("alarm_checks", rows)
+    else:
+        render.console.print(render.alarm_checks_table(rows))
+    if any(row["verdict"] == "ALARM" for row in rows):
+        raise typer.Exit(1)
