@@ -197,7 +197,9 @@ def stop_and_fail_stale(
     return StaleRepair(mark, released)
 
 
-def finish_stale(semaphore: SemaphoreProtocol, executions: ExecutionsProtocol, reclaimed: RunRecord, *, stopped_by: str) -> ReleaseResult:
+def finish_stale(
+    semaphore: SemaphoreProtocol, executions: ExecutionsProtocol, reclaimed: RunRecord, *, stopped_by: str
+) -> ReleaseResult:
     """Stop a claimed run's execution if it runs, then release its slot. Idempotent.
 
     The slot is released only once the execution is known not to be running: stopped here,

@@ -46,14 +46,12 @@ def build_reconciler(
 ) -> Reconciler:
     """A reconciler over the real stores; `client(service)` returns a boto3 client (AWS or the sandbox)."""
     dynamodb = client("dynamodb")
-    # The claims live in the coordination table: the reconciler reads them, only ingest writes them.
-    tracking = TrackingStore(target.tracking_table, dynamodb)
-    claims = ClaimsStore(target.tracking_table, target.coordination_table, dynamodb)
     return Reconciler(
         semaphore=Semaphore(target.coordination_table, dynamodb),
         executions=ExecutionsStore(client("stepfunctions"), target.state_machine_arn),
-        tracking=tracking,
-        claims=claims,
+        tracking=TrackingStore(target.tracking_table, dynamodb),
+        # The claims live in the coordination table: the reconciler reads them, only ingest writes them.
+        claims=ClaimsStore(target.tracking_table, target.coordination_table, dynamodb),
         runs=RunIndex(target.tracking_table, dynamodb),
         send=JobQueue(client("sqs"), target.main_queue_url).send,
         audit=AuditStore(target.coordination_table, dynamodb),

@@ -62,7 +62,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
             created = _located(delivered)
             correlate(file_key=created.key)
-            result = ingest_object(created, _wiring.tracking_store(), _wiring.claims_store(), _wiring.job_queue().send, _wiring.settings(), utc_now())
+            stores = _wiring.tracking_store(), _wiring.claims_store()
+            result = ingest_object(created, *stores, _wiring.job_queue().send, _wiring.settings(), utc_now())
         except Exception:
             if message_id is None:
                 raise

@@ -160,7 +160,8 @@ class ClaimsStore:
     def ingest_view(self, bucket: str, key: str, job_id: str) -> IngestView:
         """The object's claim and its job's head, in one consistent BatchGetItem (two tables)."""
         claims = self._claims_table
-        found = get_each(self._client, {claims: {"doc_key": {"S": claim_key(bucket, key)}}, self._table: run_key(job_id, HEAD_SORT_KEY)})
+        keys = {claims: {"doc_key": {"S": claim_key(bucket, key)}}, self._table: run_key(job_id, HEAD_SORT_KEY)}
+        found = get_each(self._client, keys)
         claim_item, head = found[claims], found[self._table] or {}
         pending = head.get("pending_started_at", {}).get("S")
         return IngestView(

@@ -90,7 +90,8 @@ class RunIndex:
         per status, newest first."""
         latest: list[str] = []
         for status in (JobStatus.COMPLETE, JobStatus.FAILED):
-            response = self._client.query(**self._by_status(status, None, since=after, Limit=1, ProjectionExpression="updated_at"))
+            request = self._by_status(status, None, since=after, Limit=1, ProjectionExpression="updated_at")
+            response = self._client.query(**request)
             latest += [item["updated_at"]["S"] for item in response.get("Items", [])]
         return max(latest, default=None)
 

@@ -469,12 +469,14 @@ class MemoryTrackingStore:
 
     def runs_of(self, job_id: str, limit: int = 20) -> list[RunRecord]:
         self.hook(f"tracking.runs_of {job_id}")
-        newest_first = sorted((r for ref, r in self.runs.items() if ref.job_id == job_id), key=lambda r: r.started_at, reverse=True)
+        runs = (r for ref, r in self.runs.items() if ref.job_id == job_id)
+        newest_first = sorted(runs, key=lambda r: r.started_at, reverse=True)
         return [r.record() for r in newest_first[:limit]]
 
     def latest_runs(self, job_ids: Sequence[str]) -> dict[str, RunRecord]:
         self.hook("tracking.latest_runs")
-        latest = {job_id: RunRef(job_id, self.heads[job_id].latest) for job_id in job_ids if self.heads.get(job_id, _Head()).latest}
+        heads = {job_id: self.heads.get(job_id, _Head()).latest for job_id in job_ids}
+        latest = {job_id: RunRef(job_id, started_at) for job_id, started_at in heads.items() if started_at}
         return {job_id: self.runs[run].record() for job_id, run in latest.items() if run in self.runs}
 
     def pending_run(self, job_id: str) -> RunRef | None:

@@ -28,10 +28,7 @@ FORBIDDEN = {("sandbox", "pipeline"): {"pipeline.stack"}}
 EXCEPTIONS: set[tuple[str, str]] = set()
 MAX_FUNCTION_LINES = 80
 # Today's longer functions, being split: this list only shrinks (an entry back under the limit fails).
-LONG_FUNCTIONS = {
-    "pipeops/demo.py:run_incident",
-    "monitors/reconcile/plan.py:plan",
-}
+LONG_FUNCTIONS: set[str] = set()
 
 
 @dataclass(frozen=True)
