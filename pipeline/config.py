@@ -176,11 +176,11 @@ def _from_env(settings_class: type, env: Mapping[str, str], overrides: Mapping[s
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Resolve settings: explicit overrides > environment > defaults."""
-    return Settings(**_from_env(Settings, os.environ if env is None else env, overrides))  # type: ignore[arg-type]
+    return Settings(**_from_env(Settings, os.environ if env is None else env, overrides))  # type: ignore[arg-type]  # field values by name, checked by _from_env
 
 
 def load_reconcile_settings(env: Mapping[str, str] | None = None, **overrides: object) -> ReconcileSettings:
     """The reconciler's settings: explicit overrides > environment > defaults. The CLI passes the
     router's environment (the stack's slots and mode; the reconciler's own variables default)."""
     values = _from_env(ReconcileSettings, os.environ if env is None else env, overrides)
-    return ReconcileSettings(**values)  # type: ignore[arg-type]
+    return ReconcileSettings(**values)  # type: ignore[arg-type]  # field values by name, checked by _from_env

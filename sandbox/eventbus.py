@@ -1001,4 +1001,4 @@ class EventBus(BackgroundThread):
 
 def active_bus() -> EventBus | None:
     """The event bus started in this process, if any."""
-    return eventbridge_routes.SEAM.current()  # type: ignore[return-value]
+    return eventbridge_routes.SEAM.current()  # type: ignore[return-value]  # the seam holds what installed it

@@ -30,7 +30,7 @@ class TemplateError(Exception):
     """The template cannot be read or packaged."""
 
 
-class CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # a base chosen at run time
     """A SafeLoader that understands CloudFormation's short tags.
 
     Dates are not resolved: CloudFormation reads `2012-10-17` as a string, and so do we. libyaml's

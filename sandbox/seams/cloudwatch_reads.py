@@ -358,7 +358,7 @@ def _periods(
     for number, low, high in period_slices(times, start, period):
         found = plain[low:high]
         if not unit and None not in found:  # plain values: summed as moto sums them, without its objects
-            value = plain_statistic(stat["Stat"], found)  # type: ignore[arg-type]
+            value = plain_statistic(stat["Stat"], found)  # type: ignore[arg-type]  # None not in found
         else:
             chosen = [datum for datum in data[low:high] if not unit or datum.unit == unit]
             value = statistic(stat["Stat"], chosen) if chosen else None
