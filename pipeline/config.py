@@ -63,7 +63,8 @@ def setting(default: Any, env: str, *, minimum: float | None = None) -> Any:
 
 def env_name(settings_class: type, attribute: str) -> str:
     """The environment variable that sets `attribute` of a settings class."""
-    return next(f.metadata[_ENV] for f in fields(settings_class) if f.name == attribute)
+    name: str = next(f.metadata[_ENV] for f in fields(settings_class) if f.name == attribute)
+    return name
 
 
 def env_fields(settings_class: type) -> tuple[Field[Any], ...]:
@@ -106,7 +107,7 @@ class Settings:
 
     def require(self, attribute: str) -> str:
         """The value of a resource setting that this handler cannot work without."""
-        value = getattr(self, attribute)
+        value: str = getattr(self, attribute)
         if not value:
             raise ConfigurationError(
                 f"setting {attribute!r} is empty: set the environment variable {env_name(Settings, attribute)}"

@@ -541,4 +541,5 @@ def finalize(
         record_verdict(store, event, outcome, now)
     else:
         record_account(store, event, outcome, now)
-    return outcome["check"]
+    check: dict[str, Any] = outcome["check"]
+    return check
