@@ -387,7 +387,9 @@ def counter_alarms() -> list[AlarmSpec]:
             first_step="`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the "
             "count to the holders",
             watched=_reconciler_metric(Metric.COUNTER_DRIFT),
-            statistic="Maximum",
+            # Minimum: the run that sees the count low repairs it, and a second run in the same
+            # period (a late schedule, a retry) reports 0; the low one must still show.
+            statistic="Minimum",
             period=RECONCILE_RUN_SECONDS,
             follows_schedule=True,
             comparison=_LT,

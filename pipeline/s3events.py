@@ -1,4 +1,5 @@
-"""S3 "object created" notifications in the shapes they reach a Lambda, parsed to plain data.
+"""S3's "Object Created" events, as EventBridge delivers them to ingest (template.yaml wires no
+other source), parsed to plain data.
 
 Keys. A classic S3 event notification (direct, or an SQS/SNS body) URL-encodes the key; AWS's
 "Event message structure" page says so: "The object key name value is URL encoded. For example,
@@ -13,24 +14,22 @@ tests/events/s3EventBridgeNotificationObjectCreatedEvent.json carries "IMG_m7fzo
 consumers AWS and others publish decode it: powertools' `S3EventBridgeNotificationObject.key`
 (aws_lambda_powertools/utilities/data_classes/s3_event.py) returns `unquote_plus(key)`, OpenSearch
 Data Prepper's `S3EventBridgeNotification` has `getUrlDecodedKey`; moto, by contrast, sends the
-key raw. So both shapes are decoded here (`unquote_plus`, and nowhere else) and the key as
+key raw. So the key is decoded here (`unquote_plus`, and nowhere else) and the key as
 delivered is kept as well: ingest looks a decoded key up in its bucket and, when it is not there,
-takes the key as delivered (`pipeline.ingest.pick_key`). A wrong guess about either shape loses
+takes the key as delivered (`pipeline.ingest.pick_key`). A wrong guess about the encoding loses
 no file.
 
 Folder markers (a key ending in '/', as the S3 console's "Create folder" writes with size 0) are
-not files, in realtime and batch mode alike (`pipeline.jobs.is_folder_marker`). S3's `s3:TestEvent` carries no
-object and is skipped.
+not files, in realtime and batch mode alike (`pipeline.jobs.is_folder_marker`).
 
-Both shapes also name the object *version* an event is about: `sequencer` (always, per key) and
+The event also names the object *version* it is about: `sequencer` (always, per key) and
 the version id (when the bucket is versioned). Delivery is at least once, so ingest uses them to
 tell a redelivery of one upload from a real overwrite of the same key (`compare_versions`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -104,24 +103,8 @@ def _etag(value: Any) -> str:
     return str(value or "").strip('"')
 
 
-def _from_notification_record(record: Mapping[str, Any]) -> ObjectCreated | None:
-    if not str(record.get("eventName", "")).startswith("ObjectCreated"):
-        return None
-    s3 = record.get("s3") or {}
-    obj = s3.get("object") or {}
-    if "key" not in obj:
-        return None
-    return ObjectCreated(
-        s3["bucket"]["name"],
-        unquote_plus(obj["key"]),
-        int(obj.get("size", 0)),
-        _version(obj.get("sequencer"), obj.get("versionId")),
-        _etag(obj.get("eTag")),
-        str(obj["key"]),
-    )
-
-
-def _from_eventbridge(event: Mapping[str, Any]) -> ObjectCreated | None:
+def object_created(event: Mapping[str, Any]) -> ObjectCreated | None:
+    """The object an EventBridge "Object Created" event is about (None: another event)."""
     if event.get("detail-type") != "Object Created":
         return None
     detail = event.get("detail") or {}
@@ -134,34 +117,3 @@ def _from_eventbridge(event: Mapping[str, Any]) -> ObjectCreated | None:
         _etag(obj.get("etag")),
         str(obj["key"]),
     )
-
-
-def parse_notification_body(body: str) -> list[ObjectCreated]:
-    """Objects in one notification message (an S3 notification or an EventBridge event as JSON)."""
-    data = json.loads(body)
-    if "Records" in data:
-        return [o for o in map(_from_notification_record, data["Records"]) if o]
-    if data.get("Event") == "s3:TestEvent":
-        return []
-    created = _from_eventbridge(data)
-    return [created] if created else []
-
-
-def objects_in(event: Mapping[str, Any]) -> Iterator[tuple[str | None, ObjectCreated]]:
-    """(message id or None, object) for every created object an ingest invocation carries.
-
-    Accepts an EventBridge event, a direct S3 notification, or an SQS batch of either.
-    """
-    if "detail-type" in event:
-        created = _from_eventbridge(event)
-        if created:
-            yield None, created
-        return
-    for record in event.get("Records", []):
-        if record.get("eventSource") == "aws:sqs":
-            for created in parse_notification_body(record["body"]):
-                yield record["messageId"], created
-        else:
-            created = _from_notification_record(record)
-            if created:
-                yield None, created

@@ -600,9 +600,10 @@ def _print_repair(console: Any, incident: IncidentResult) -> None:
     )
     console.print()
     console.print(
-        "pipeops has no DLQ redrive yet: once the cause is fixed, the runbook redrives the messages to the main queue "
-        "(on AWS: aws sqs start-message-move-task). A malformed message can never be routed: the runbook saves its "
-        "body and deletes it. Here [bold]the demo purges the DLQ[/bold] as its cleanup (dropped, not redriven)."
+        "pipeops runbook run dlq-messages redrives the DLQ once the cause is fixed (a dry run first, then --apply): "
+        "job messages go back to the main queue and each run starts at most once; a malformed message names no run, "
+        "so the redrive parks it in the quarantine queue with its reason. Here [bold]the demo purges the DLQ[/bold] "
+        "as its cleanup (dropped, not redriven)."
     )
     console.print()
 

@@ -1,7 +1,7 @@
 """The AWS/SQS CloudWatch metrics that moto does not publish, published by the sandbox.
 
 AWS publishes queue metrics every minute; moto publishes none, so a backlog-age alarm or the
-health snapshot's "oldest message age" would have nothing to read. This publisher reads moto's
+status snapshot's "oldest message age" would have nothing to read. This publisher reads moto's
 own queues (the backend lives in this process, in-process or served) and puts
 ApproximateAgeOfOldestMessage and the message counts under AWS/SQS with the QueueName dimension,
 as AWS does. Ages are reported in virtual seconds (real seconds / time-scale factor), so

@@ -10,7 +10,7 @@ from pipeline.aws import client
 from pipeline.handlers import _wiring
 from pipeline.ingest import IngestOutcome, ingest_object, pick_key
 from pipeline.jobs import is_folder_marker, utc_now
-from pipeline.s3events import ObjectCreated, objects_in
+from pipeline.s3events import ObjectCreated, object_created
 from pipeline.telemetry import emit, logger
 from pipeline.telemetry.catalog import Metric
 from pipeline.telemetry.handler import instrumented
@@ -52,33 +52,23 @@ def _located(created: ObjectCreated) -> ObjectCreated:
 
 @instrumented("ingest")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Raises on failure so the event source retries; SQS batches report failures per message."""
-    failures: list[dict[str, str]] = []
-    for message_id, delivered in objects_in(event):
-        if is_folder_marker(delivered.key):  # the console's "Create folder": not a file
-            logger.debug("folder marker skipped", extra={"file_key": delivered.key})
-            continue
-        correlate(file_key=delivered.key, message_id=message_id)
-        try:
-            created = _located(delivered)
-            correlate(file_key=created.key)
-            stores = _wiring.tracking_store(), _wiring.claims_store()
-            result = ingest_object(created, *stores, _wiring.job_queue().send, _wiring.settings(), utc_now())
-        except Exception:
-            if message_id is None:
-                raise
-            logger.exception("ingest failed; the message will be retried")
-            failures.append({"itemIdentifier": message_id})
-            continue
-        correlate(job_id=result.run.job_id, execution_name=result.run.execution_name)
-        for metric in _METRICS[result.outcome]:
-            emit(metric)
-        logger.info(
-            "file ingested" if result.outcome in _INGESTED else "delivery already accounted for",
-            extra={
-                "outcome": result.outcome.value,
-                "started_at": result.run.started_at,
-                "sequencer": created.version.sequencer,
-            },
-        )
-    return {"batchItemFailures": failures}
+    """One "Object Created" event from EventBridge (the only source template.yaml wires). Raises
+    on failure: the asynchronous invocation is retried, then kept in the ingest DLQ."""
+    delivered = object_created(event)
+    if delivered is None or is_folder_marker(delivered.key):  # the console's "Create folder": not a file
+        logger.debug("no file to ingest", extra={"file_key": delivered.key if delivered else None})
+        return {"outcome": None}
+    correlate(file_key=delivered.key)
+    created = _located(delivered)
+    correlate(file_key=created.key)
+    result = ingest_object(
+        created, _wiring.tracking_store(), _wiring.claims_store(), _wiring.job_queue().send, _wiring.settings(), utc_now()
+    )
+    correlate(job_id=result.run.job_id, execution_name=result.run.execution_name)
+    for metric in _METRICS[result.outcome]:
+        emit(metric)
+    logger.info(
+        "file ingested" if result.outcome in _INGESTED else "delivery already accounted for",
+        extra={"outcome": result.outcome.value, "started_at": result.run.started_at, "sequencer": created.version.sequencer},
+    )
+    return {"outcome": result.outcome.value}

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
-TRACE_ATTRIBUTE = "traceparent"  # SQS message attribute and execution-input field carrying context
 ENV_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
 EXPORTERS = ("console", "otlp")
 

@@ -1,14 +1,26 @@
-"""`pipeops runbook list | show ID`: the runbook pages, in the terminal (offline)."""
+"""`pipeops runbook list | show ID`: the runbook pages, in the terminal (offline); `pipeops runbook
+run ID [--apply]`: the runbook carried out (runbooks/automation)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pipeops import render
-from pipeops.commands.common import JsonOption
+from pipeops.commands.common import (
+    EndpointOption,
+    JsonOption,
+    ProfileOption,
+    RegionOption,
+    StackOption,
+    connect,
+    fail,
+)
 from pipeops.render import ErrorCode
+
+if TYPE_CHECKING:
+    from runbooks.automation.result import RunbookResult
 
 
 def list_runbooks(as_json: JsonOption = False) -> None:
@@ -51,3 +63,109 @@ def show_runbook(
     from rich.markdown import Markdown  # ~70 ms of imports (markdown-it): only for `show`
 
     render.console.print(Markdown(page.markdown or ""))
+
+
+def run_runbook(
+    runbook_id: Annotated[str, typer.Argument(metavar="ID", help="A runbook id, e.g. dlq-messages (`pipeops runbook list`).")],
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out (default: a dry run that changes nothing).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="With --apply: act without asking first.")] = False,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", metavar="ID", help="Act on these groups only (ids from the dry run). Repeatable."),
+    ] = None,
+    holder: Annotated[
+        list[str] | None,
+        typer.Option("--holder", metavar="NAME", help="The reconciler runbooks: release these holders only. Repeatable."),
+    ] = None,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option("--run", metavar="ID", help="executions-failed / file-failure-rate: re-run these runs. Repeatable."),
+    ] = None,
+    grace_seconds: Annotated[
+        int | None,
+        typer.Option("--grace-seconds", min=0, help="The reconciler runbooks: how old a holder must be to act on."),
+    ] = None,
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Diagnose, plan and (with --apply) act, then verify.
+
+    Dry run by default: the evidence and the plan, nothing changed. --apply asks before acting
+    unless --yes; every action is audited. Exit 0 when the condition is cleared or was absent, 1
+    when it remains (a dry run that found something included), 2 on error.
+    """
+    from runbooks.automation.engine import run_runbook as run
+    from runbooks.catalog import UnknownRunbookError, parse
+
+    try:
+        runbook = parse(runbook_id)
+    except UnknownRunbookError as exc:
+        raise fail(str(exc)) from None
+    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    groups = list(group) if group else None
+    options = _options(holder, run_id, grace_seconds)
+    if apply and not yes:
+        preview = run(runbook, resources, connection, apply=False, groups=groups, options=options)
+        if preview.exit_code != 1 or not preview.plan:  # nothing to do, or an error: say so, ask nothing
+            _report(preview, as_json)
+            return
+        if not as_json:
+            _print(preview)
+        typer.confirm(f"Carry out these {len(preview.plan)} action(s)?", abort=True, err=True)
+    _report(run(runbook, resources, connection, apply=apply, groups=groups, options=options), as_json)
+
+
+def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: int | None) -> dict[str, Any]:
+    """The runbook's own selection (runbooks.automation.remedy_request): only what was given."""
+    options: dict[str, Any] = {}
+    if holders:
+        options["holders"] = list(holders)
+    if runs:
+        options["runs"] = list(runs)
+    if grace_seconds is not None:
+        options["grace_seconds"] = grace_seconds
+    return options
+
+
+def _report(result: RunbookResult, as_json: bool) -> None:
+    if result.verdict.value == "error":
+        raise fail(f"runbook {result.id} failed: {result.error}", ErrorCode.FAILED)
+    if as_json:
+        render.emit_json("runbook", result.to_dict())
+    else:
+        _print(result)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _print(result: RunbookResult) -> None:
+    """The groups found, what was (or would be) done to each, and the verdict."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    evidence = result.evidence
+    outcomes = {outcome.action.group: outcome for outcome in result.actions}
+    table = Table(title=f"{result.id}: {evidence.get('queue', '')} ({evidence.get('read', 0)} message(s) read)")
+    for column in ("group", "reason", "run / target", "messages", "plan", "result"):
+        table.add_column(column, overflow="fold")
+    planned = {action.group: action for action in result.plan}
+    for found in evidence.get("groups", []):
+        action = planned.get(found["group"])
+        outcome = outcomes.get(found["group"])
+        table.add_row(
+            found["group"],
+            escape(found["reason"]),
+            escape(found["run"] or "-"),
+            str(found["count"]),
+            escape(f"{action.kind}: {action.reason}") if action else "-",
+            outcome.result.value if outcome else "-",
+        )
+    render.console.print(table)
+    tasks = {str(o.detail["task_handle"]) for o in result.actions if "task_handle" in o.detail}
+    for task in sorted(tasks):
+        render.console.print(f"SQS moves the messages (task {escape(task)}): aws sqs list-message-move-tasks follows it")
+    hint = "" if result.applied or not result.plan else " (dry run: --apply to act)"
+    render.console.print(f"verdict: {result.verdict.value}{hint}")

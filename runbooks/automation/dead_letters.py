@@ -24,7 +24,7 @@ from typing import Any
 
 from pipeline.jobs import execution_name_from_arn, job_id_for_key
 from pipeline.routing import MalformedMessageError, UnsupportedMessageVersionError, parse_message
-from pipeline.s3events import objects_in
+from pipeline.s3events import object_created
 from pipeline.status import JobStatus
 from runbooks.catalog import Runbook
 
@@ -127,10 +127,9 @@ def unwrap_event(message: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, 
 
 def read_ingest_event(message: Mapping[str, Any], folder_depth: int) -> DeadLetter:
     event, error = unwrap_event(message)
-    objects = [created for _, created in objects_in(event)] if event is not None else []
-    if not objects:
+    created = object_created(event) if event is not None else None
+    if created is None:
         return _letter(message, error if event is None else UNREADABLE_EVENT, "", "")
-    created = objects[0]
     return _letter(message, error, job_id_for_key(created.key, folder_depth), f"{created.bucket}/{created.key}", event)
 
 

@@ -1,13 +1,13 @@
 """One runbook run: diagnose -> plan -> apply -> verify, as one library call.
 
 `run_runbook` is what `pipeops runbook run` and an Automation document call. A runbook with no
-automation yet answers with an error result that points at its page; the acting ones are the DLQ
-redrives (`dlq-messages`, `ingest-dlq`, `tracker-dlq`).
+automation yet answers with an error result that points at its page. The DLQ redrives
+(`dlq-messages`, `ingest-dlq`, `tracker-dlq`) are here; the others run from runbooks.automation.remedies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -19,6 +19,8 @@ from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
 from runbooks.automation.redrive_plan import plan_redrive, use_move_task
+from runbooks.automation.remedies import run_remedy
+from runbooks.automation.remedy_request import RemedyRequest
 from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
 from runbooks.catalog import Runbook, parse
 from stack.resources import StackResources
@@ -46,10 +48,14 @@ def run_runbook(
     rate: float = DEFAULT_RATE,
     actor: str | None = None,
     clock: Callable[[], datetime] = utc_now,
+    options: Mapping[str, Any] | None = None,
 ) -> RunbookResult:
     """Run one runbook: a dry run unless `apply`; `groups` selects the DLQ groups to act on (None:
-    all). Never raises for an AWS error: the result's verdict is `error` (exit 2)."""
+    all), or another runbook's selection (runbooks.automation.remedies), which `options` may name.
+    Never raises for an AWS error: the result's verdict is `error` (exit 2)."""
     runbook = parse(runbook_id) if isinstance(runbook_id, str) else runbook_id
+    if (remedied := run_remedy(RemedyRequest(runbook, resources, clients, apply, actor or "", clock, groups, options or {}))) is not None:
+        return remedied
     kind = DLQ_OF_RUNBOOK.get(runbook)
     if kind is None:
         return RunbookResult(

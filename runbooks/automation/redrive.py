@@ -97,6 +97,8 @@ class Diagnosis:
 
 @dataclass
 class DlqRedrive:
+    """Everything one DLQ's redrive reads and writes, built per run by `engine.run_runbook`."""
+
     endpoints: DlqEndpoints
     sqs: Any
     lambda_client: Any
@@ -130,7 +132,7 @@ class DlqRedrive:
                 QueueUrl=self.endpoints.queue_url,
                 MaxNumberOfMessages=min(10, self.max_messages - len(messages)),
                 VisibilityTimeout=self.hold_seconds,
-                WaitTimeSeconds=0 if messages else 1,  # short polls may miss a few: long-poll the first
+                WaitTimeSeconds=1,  # a long poll asks every SQS host (a short one samples): only the last call waits
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
             if not batch:

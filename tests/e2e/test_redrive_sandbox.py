@@ -276,3 +276,30 @@ def test_event_dlqs_are_replayed_through_their_own_functions_and_a_slot_is_relea
     assert again.exit_code == 0 and [a.result.value for a in again.actions] == ["applied"]
     state = semaphore.read()
     assert state.active_count == 0 and state.holders == {}  # released once: no second release
+
+
+def test_the_command_asks_before_acting_and_prints_the_runbook_envelope(sandbox: Any) -> None:
+    from typer.testing import CliRunner
+
+    from pipeops.cli import app
+    from tests.conftest import envelope
+
+    send(sandbox, "DeadLetterQueueUrl", "not a job message")
+    runner = CliRunner()
+    dry = runner.invoke(app, ["runbook", "run", "dlq-messages", "--json"])
+    assert dry.exit_code == 1, dry.output
+    data = envelope(dry.output, "runbook")
+    assert {"id", "evidence", "plan", "actions", "verified"} <= set(data)
+    assert [g["reason"] for g in data["evidence"]["groups"]] == ["malformed_message"]
+
+    refused = runner.invoke(app, ["runbook", "run", "dlq-messages", "--apply"], input="n\n")
+    assert refused.exit_code == 1 and "Carry out these 1 action(s)?" in refused.output
+    assert depth(sandbox, "DeadLetterQueueUrl") == 1 and audits(sandbox) == []
+
+    applied = runner.invoke(app, ["runbook", "run", "dlq-messages", "--apply", "--yes", "--json"])
+    assert applied.exit_code == 0, applied.output
+    assert [a["kind"] for a in envelope(applied.output, "runbook")["actions"]] == ["quarantine"]
+    assert depth(sandbox, "QuarantineQueueUrl") == 1 and len(audits(sandbox)) == 1
+
+    again = runner.invoke(app, ["runbook", "run", "dlq-messages", "--apply"])
+    assert again.exit_code == 0 and "verdict: absent" in again.output

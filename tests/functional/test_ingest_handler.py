@@ -3,9 +3,6 @@ each object version in exactly one run however often its event is delivered."""
 
 from __future__ import annotations
 
-import json
-from urllib.parse import quote_plus
-
 import pytest
 
 from pipeline.handlers import ingest
@@ -13,7 +10,7 @@ from pipeline.jobs import JobMessage, utc_now
 from pipeline.status import JobStatus
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.tracking import TrackingStore
-from tests.conftest import drain_queue, eventbridge_object_created, sqs_event
+from tests.conftest import drain_queue, eventbridge_object_created
 
 
 def store(resources) -> TrackingStore:
@@ -57,31 +54,18 @@ def test_a_file_arriving_after_its_folder_started_opens_the_next_run(resources, 
     assert tracking.get_run(second).files == ("claims/late.txt",)  # type: ignore[union-attr]
 
 
+def test_an_event_about_no_created_object_starts_no_run(resources, lambda_context) -> None:
+    deleted = eventbridge_object_created(resources.input_bucket, "claims/a.txt") | {"detail-type": "Object Deleted"}
+    assert ingest.handler(deleted, lambda_context) == {"outcome": None}
+    assert drain_queue(resources.client("sqs"), resources.main_queue_url) == []
+
+
 def test_a_redelivered_event_announces_its_run_again(resources, lambda_context) -> None:
     event = eventbridge_object_created(resources.input_bucket, "claims/a.txt")
     ingest.handler(event, lambda_context)
     ingest.handler(event, lambda_context)
     bodies = [m["Body"] for m in drain_queue(resources.client("sqs"), resources.main_queue_url)]
     assert len(bodies) == 2 and bodies[0] == bodies[1]  # same run: the router starts it once
-
-
-def test_s3_test_events_and_sqs_wrapped_notifications(resources, lambda_context) -> None:
-    test_event = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": resources.input_bucket})
-    notification = json.dumps(
-        {
-            "Records": [
-                {
-                    "eventName": "ObjectCreated:Put",
-                    "s3": {"bucket": {"name": resources.input_bucket}, "object": {"key": "root+file.txt", "size": 3}},
-                }
-            ]
-        }
-    )
-    result = ingest.handler(sqs_event(("m1", test_event), ("m2", notification)), lambda_context)
-    assert result == {"batchItemFailures": []}
-    messages = drain_queue(resources.client("sqs"), resources.main_queue_url)
-    assert len(messages) == 1
-    assert JobMessage.from_json(messages[0]["Body"]).job_id == "root file.txt"
 
 
 # ---------------------------------------------------- exactly one run per S3 object version
@@ -189,28 +173,6 @@ def test_a_crash_between_claim_and_announcement_is_recovered_by_the_retry(
     assert run.run == message.run and run.files == ("solo.txt",)
 
 
-def test_an_sqs_redelivery_of_a_claimed_version_reports_no_failure(resources, lambda_context) -> None:
-    body = json.dumps(
-        {
-            "Records": [
-                {
-                    "eventName": "ObjectCreated:Put",
-                    "s3": {
-                        "bucket": {"name": resources.input_bucket},
-                        "object": {"key": "root.txt", "size": 3, "sequencer": SEQ_1, "versionId": "v1"},
-                    },
-                }
-            ]
-        }
-    )
-    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
-    [message] = announced(resources)
-    store(resources).transition(message.run, JobStatus.IN_PROGRESS, utc_now())
-    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
-    assert announced(resources) == []
-    assert len(store(resources).runs_of("root.txt")) == 1
-
-
 # ------------------------------------------------------- keys as S3 has them, folder markers
 
 # '+', '%', spaces and unicode, in a folder and at the root.
@@ -220,28 +182,6 @@ AWKWARD_KEYS = ["c++/a+b.txt", "100% sure.txt", "with space/file name.csv", "uni
 def queued_files(resources) -> list[tuple[str, ...]]:
     tracking = store(resources)
     return [tracking.get_run(m.run).files for m in announced(resources)]  # type: ignore[union-attr]
-
-
-def moto_notification(resources, key: str) -> str:
-    """The body moto's S3 sends to an SQS queue for `key` (its classic notification shape)."""
-    s3, sqs = resources.client("s3"), resources.client("sqs")
-    url = sqs.create_queue(QueueName="pipeops-notifications")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    s3.put_bucket_notification_configuration(
-        Bucket=resources.input_bucket,
-        NotificationConfiguration={"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]},
-    )
-    s3.put_object(Bucket=resources.input_bucket, Key=key, Body=b"abc")
-    bodies = [m["Body"] for m in drain_queue(sqs, url)]
-    return next(b for b in bodies if "Records" in json.loads(b))
-
-
-@pytest.mark.parametrize("key", AWKWARD_KEYS)
-def test_a_classic_notification_names_the_key_s3_has(resources, lambda_context, key: str) -> None:
-    body = moto_notification(resources, key)
-    assert json.loads(body)["Records"][0]["s3"]["object"]["key"] != key  # URL-encoded, as documented
-    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
-    assert queued_files(resources) == [(key,)]
 
 
 @pytest.mark.parametrize("encoded", [True, False], ids=["url-encoded", "as-is"])
@@ -254,20 +194,6 @@ def test_an_eventbridge_event_names_the_key_s3_has_encoded_or_not(
     if not encoded:
         event["detail"]["object"]["key"] = key
     ingest.handler(event, lambda_context)
-    assert queued_files(resources) == [(key,)]
-
-
-@pytest.mark.parametrize("encoded", [True, False], ids=["url-encoded", "as-is"])
-def test_an_sqs_wrapped_notification_with_the_key_as_is_still_finds_it(
-    resources, lambda_context, encoded: bool
-) -> None:
-    key = "c++/a+b 100%.txt"
-    resources.client("s3").put_object(Bucket=resources.input_bucket, Key=key, Body=b"abc")
-    delivered = quote_plus(key, safe="/") if encoded else key
-    body = json.dumps(
-        {"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": resources.input_bucket}, "object": {"key": delivered, "size": 3}}}]}
-    )
-    assert ingest.handler(sqs_event(("m1", body)), lambda_context) == {"batchItemFailures": []}
     assert queued_files(resources) == [(key,)]
 
 
@@ -284,9 +210,8 @@ def test_when_both_forms_exist_the_one_with_the_events_etag_is_taken(resources, 
 @pytest.mark.parametrize("marker", ["newfolder/", "claims/2026/", "with space/"])
 def test_a_folder_marker_from_the_console_starts_no_run(resources, lambda_context, marker: str) -> None:
     resources.client("s3").put_object(Bucket=resources.input_bucket, Key=marker, Body=b"")
-    ingest.handler(eventbridge_object_created(resources.input_bucket, marker, size=0), lambda_context)
-    assert ingest.handler(sqs_event(("m1", moto_notification(resources, marker))), lambda_context) == {
-        "batchItemFailures": []
+    assert ingest.handler(eventbridge_object_created(resources.input_bucket, marker, size=0), lambda_context) == {
+        "outcome": None
     }
     assert announced(resources) == []
     assert store(resources).runs_of(marker.rstrip("/")) == []

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from alarms.catalog import AlarmSpec, Series, build_catalog, critical
 from alarms.cloudformation import COMPOSITE, resources
-from alarms.evaluate import AlarmState, TreatMissingData, evaluate
+from alarms.evaluate import AlarmState, Sample, TreatMissingData, evaluate, evaluate_samples
 from pipeline.stack import SERVICE_NAME
 from pipeline.telemetry.aws_catalog import AWS_CATALOG
 from pipeline.telemetry.catalog import CATALOG
@@ -99,6 +99,16 @@ def test_the_count_below_its_holders_is_alarmed_as_well_as_above() -> None:
     assert replay(drift["CounterDriftAlarm"], (0, 0, -3)) is AlarmState.OK
     assert all(spec.critical for spec in drift.values())
 
+
+
+def test_a_low_count_pages_even_when_the_repairing_run_shares_its_period() -> None:
+    """The run that sees -3 sets the count right; a second run in the same period (a late schedule,
+    a retry) reports 0. The period's statistic must still show the low one (seen under load)."""
+    [below] = [spec for spec in SPECS if spec.logical_id == "CounterBelowRunningAlarm"]
+    last_start = datetime.fromtimestamp((int(NOW.timestamp()) // below.period - 1) * below.period, UTC)
+    samples = [Sample(last_start - timedelta(seconds=below.period * age), 0.0) for age in (1, 2)]
+    samples += [Sample(last_start + timedelta(seconds=1), -3.0), Sample(last_start + timedelta(seconds=2), 0.0)]
+    assert evaluate_samples(below.rule(), samples, NOW).state is AlarmState.ALARM
 
 def test_one_poison_message_fires_the_router_failures_alarm_and_one_bad_run_the_failure_rate() -> None:
     """A poison message fails once per visibility timeout (365 s), 5 times; one bad run in a quiet hour

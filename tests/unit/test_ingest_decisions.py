@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,8 +17,7 @@ from pipeline.s3events import (
     VersionOrder,
     compare_sequencers,
     compare_versions,
-    objects_in,
-    parse_notification_body,
+    object_created,
 )
 from pipeline.status import JobStatus
 
@@ -112,18 +110,22 @@ def test_eventbridge_object_created_carries_sequencer_and_version_id() -> None:
             "object": {"key": "a+b.txt", "size": 3, "sequencer": "0055AED6DCD90281E5", "version-id": "v1"},
         },
     }
-    [(message_id, created)] = list(objects_in(event))
-    assert message_id is None
+    created = object_created(event)
+    assert created is not None
     assert (created.key, created.version) == ("a b.txt", ObjectVersion("0055AED6DCD90281E5", "v1"))
 
 
-def test_s3_notifications_carry_sequencer_and_version_id_and_null_is_no_version() -> None:
-    record = {
-        "eventName": "ObjectCreated:Put",
-        "s3": {"bucket": {"name": "in"}, "object": {"key": "a.txt", "sequencer": "0A", "versionId": "null"}},
+def test_version_id_null_of_an_unversioned_bucket_is_no_version() -> None:
+    event = {
+        "detail-type": "Object Created",
+        "detail": {"bucket": {"name": "in"}, "object": {"key": "a.txt", "sequencer": "0A", "version-id": "null"}},
     }
-    [created] = parse_notification_body(json.dumps({"Records": [record]}))
-    assert created.version == ObjectVersion("0A", "")
+    created = object_created(event)
+    assert created is not None and created.version == ObjectVersion("0A", "")
+
+
+def test_an_event_about_no_created_object_names_none() -> None:
+    assert object_created({"detail-type": "Object Deleted", "detail": {"bucket": {"name": "in"}}}) is None
 
 
 def test_an_event_without_version_fields_has_an_empty_version() -> None:
@@ -131,8 +133,8 @@ def test_an_event_without_version_fields_has_an_empty_version() -> None:
         "detail-type": "Object Created",
         "detail": {"bucket": {"name": "in"}, "object": {"key": "a.txt"}},
     }
-    [(_, created)] = list(objects_in(event))
-    assert created.version == ObjectVersion()
+    created = object_created(event)
+    assert created is not None and created.version == ObjectVersion()
 
 
 # ------------------------------------------------------------------------------- new runs
@@ -176,12 +178,6 @@ def _eventbridge(key: str, etag: str = "") -> dict:
     return {"detail-type": "Object Created", "detail": {"bucket": {"name": "in"}, "object": obj}}
 
 
-def _notification(key: str, etag: str = "") -> str:
-    obj = {"key": key, "size": 3} | ({"eTag": etag} if etag else {})
-    return json.dumps({"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "in"}, "object": obj}}]})
-
-
-@pytest.mark.parametrize("shape", ["eventbridge", "notification"])
 @pytest.mark.parametrize(
     ("delivered", "forms"),
     [
@@ -192,19 +188,15 @@ def _notification(key: str, etag: str = "") -> str:
         ("unicodé/フ.txt", ("unicodé/フ.txt",)),
     ],
 )
-def test_both_shapes_keep_the_decoded_key_first_and_the_delivered_one_second(
-    shape: str, delivered: str, forms: tuple[str, ...]
-) -> None:
-    if shape == "eventbridge":
-        [(_, created)] = list(objects_in(_eventbridge(delivered, '"e1"')))
-    else:
-        [created] = parse_notification_body(_notification(delivered, "e1"))
+def test_the_decoded_key_comes_first_and_the_delivered_one_second(delivered: str, forms: tuple[str, ...]) -> None:
+    created = _created(delivered, '"e1"')
     assert (created.key, created.delivered_key, created.etag) == (forms[0], delivered, "e1")
     assert created.key_forms() == forms
 
 
 def _created(delivered: str, etag: str = "") -> ObjectCreated:
-    [(_, created)] = list(objects_in(_eventbridge(delivered, etag)))
+    created = object_created(_eventbridge(delivered, etag))
+    assert created is not None
     return created
 
 

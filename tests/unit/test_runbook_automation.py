@@ -188,3 +188,23 @@ def test_only_the_operator_side_can_send_to_the_quarantine_queue() -> None:
     assert "RedrivePolicy" not in resources["QuarantineQueue"]["Properties"]
     naming = [name for name, resource in resources.items() if "QuarantineQueue" in json.dumps(resource)]
     assert naming == []
+
+
+def test_a_runbook_without_automation_is_an_error_that_points_at_its_page() -> None:
+    from runbooks.automation.engine import run_runbook
+
+    class NoClients:
+        def client(self, service: str) -> Any:
+            raise AssertionError("no AWS call for a runbook that cannot act")
+
+    result = run_runbook("function-duration", None, NoClients(), apply=True)  # type: ignore[arg-type]
+    assert result.exit_code == 2 and "runbooks/function-duration.md" in result.error
+
+
+def test_the_command_refuses_an_unknown_id_before_connecting() -> None:
+    from typer.testing import CliRunner
+
+    from pipeops.cli import app
+
+    result = CliRunner().invoke(app, ["runbook", "run", "no-such-runbook", "--apply", "--yes"])
+    assert result.exit_code == 2 and "valid ids" in result.output

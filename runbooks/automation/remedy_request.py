@@ -1,0 +1,51 @@
+"""One runbook run's request, as the runners of runbooks.automation.remedies receive it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from runbooks.catalog import Runbook
+from stack.resources import StackResources
+
+
+class Clients(Protocol):
+    def client(self, service: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RemedyRequest:
+    """One run of one runbook. `selection` is what the operator picked (the engine's `groups`:
+    holder names for `implausible-drift`, run ids `job_id@started_at` for the re-runs); `options`
+    holds the named ones (`holders`, `runs`, `grace_seconds`), which win over `selection`."""
+
+    runbook: Runbook
+    resources: StackResources
+    clients: Clients
+    apply: bool
+    actor: str
+    clock: Callable[[], datetime]
+    selection: Collection[str] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str) -> Any:
+        return self.clients.client(service)
+
+    def who(self) -> str:
+        """Who applies, for the audit record's `by`: the given actor, else the caller's ARN."""
+        if self.actor:
+            return self.actor
+        try:
+            return str(self.client("sts").get_caller_identity()["Arn"])
+        except Exception:  # no STS answer (a sandbox without it): still audited, as unknown
+            return "unknown"
+
+    def chosen(self, option: str) -> tuple[str, ...]:
+        """The names of `option` (e.g. `holders`), else the selection, else none; each once."""
+        value = self.options.get(option)
+        names = value if value is not None else (self.selection or ())
+        if isinstance(names, str):
+            names = [part for part in names.split(",")]
+        return tuple(dict.fromkeys(str(name).strip() for name in names if str(name).strip()))
