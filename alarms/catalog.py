@@ -73,6 +73,21 @@ RECONCILE_RUN_SECONDS = RECONCILE_SCHEDULES[DEFAULT_RECONCILE_SCHEDULE]
 _HIGH_RESOLUTION_PERIODS = (10, 30)
 _MAX_DESCRIPTION = 1024  # CloudWatch's limit on AlarmDescription
 
+# Every alarm description ends with its runbook page's link, `<RunbookBaseUrl>/<id>.md`: the
+# template parameter (no trailing slash) substituted by Fn::Sub, so a fork points at its own pages.
+RUNBOOK_BASE_PARAMETER = "RunbookBaseUrl"
+RUNBOOK_BASE_SUB = f"${{{RUNBOOK_BASE_PARAMETER}}}"
+# No repository URL is published for this project yet: a placeholder that says so; set the
+# parameter to your copy's `runbooks/` folder (the template's Default must equal this).
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/your-org/pipeops/blob/main/runbooks"
+MAX_RUNBOOK_BASE_URL = 256  # the parameter's MaxLength: every description fits 1,024 with it
+_LINK_LABEL = "Runbook: "
+
+
+def runbook_link(runbook: Runbook, base: str = RUNBOOK_BASE_SUB) -> str:
+    """The page of `runbook` under `base` (the template's parameter, for Fn::Sub, by default)."""
+    return f"{base}/{runbook.value}.md"
+
 
 @dataclass(frozen=True, kw_only=True)
 class AlarmSpec:
@@ -114,8 +129,13 @@ class AlarmSpec:
             *self._schedule_problems(),
             *([] if self.fires_on and self.quiet_on else ["it needs a firing and a quiet example series"]),
         ]
-        if len(self.description) > _MAX_DESCRIPTION:
-            problems.append(f"description longer than CloudWatch's {_MAX_DESCRIPTION} characters")
+        if "${" in self.summary + self.first_step:
+            problems.append("`${` in its texts: the description is a Fn::Sub string")
+        if len(self.description_at("x" * MAX_RUNBOOK_BASE_URL)) > _MAX_DESCRIPTION:
+            problems.append(
+                f"description longer than CloudWatch's {_MAX_DESCRIPTION} characters with a "
+                f"{MAX_RUNBOOK_BASE_URL}-character {RUNBOOK_BASE_PARAMETER}"
+            )
         if problems:
             raise ValueError(f"{self.logical_id}: {'; '.join(problems)}")
 
@@ -144,9 +164,15 @@ class AlarmSpec:
         """The deployed AlarmName is `<stack>-<suffix>`."""
         return self.logical_id.removesuffix("Alarm")
 
+    def description_at(self, base: str) -> str:
+        """What it means, the first step, and its runbook page's link under `base` (last, so
+        that a notification cut short by a client still shows the meaning first)."""
+        return f"{self.summary} First: {self.first_step}. {_LINK_LABEL}{runbook_link(self.runbook, base)}"
+
     @property
     def description(self) -> str:
-        return f"{self.summary} Runbook: {self.runbook}. First: {self.first_step}"
+        """The description as deployed with the default RunbookBaseUrl."""
+        return self.description_at(DEFAULT_RUNBOOK_BASE_URL)
 
     def rule(self, name: str | None = None) -> AlarmRule:
         """The evaluator's view of this alarm (the same numbers the template carries)."""

@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from alarms.catalog import TOPIC, AlarmSpec, critical, schedule_period
+from alarms.catalog import RUNBOOK_BASE_SUB, TOPIC, AlarmSpec, critical, schedule_period
 
 COMPOSITE = "PipelineUnhealthyAlarm"
 EMAIL_SUBSCRIPTION = "AlarmEmailSubscription"
 STATE_TOPIC = "AlarmStateTopic"
+# Optional customer managed key for both topics (template.yaml's parameter and condition).
+TOPIC_KEY_PARAMETER = "AlarmTopicKmsKeyArn"
+TOPIC_KEY_CONDITION = "HasAlarmTopicKey"
 
 
 def alarm_name(suffix: str) -> dict[str, str]:
@@ -68,7 +71,7 @@ def alarm_resource(spec: AlarmSpec) -> dict[str, Any]:
         "Type": "AWS::CloudWatch::Alarm",
         "Properties": {
             "AlarmName": alarm_name(spec.name_suffix),
-            "AlarmDescription": spec.description,
+            "AlarmDescription": {"Fn::Sub": spec.description_at(RUNBOOK_BASE_SUB)},
             **_metric(spec),
             "EvaluationPeriods": spec.evaluation_periods,
             "DatapointsToAlarm": spec.datapoints_to_alarm,
@@ -89,11 +92,12 @@ def composite_resource(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
         "Type": "AWS::CloudWatch::CompositeAlarm",
         "Properties": {
             "AlarmName": alarm_name("PipelineUnhealthy"),
-            "AlarmDescription": (
-                "One of the pipeline's critical alarms is in ALARM (DLQs, drift, stall, backlog, reconciler, "
-                "executions, router failures, file failures). Runbook: pipeline-unhealthy. First: `pipeops alarms "
-                "list` names the alarm in ALARM and its runbook; this notification's TriggeringChildren name it too."
-            ),
+            "AlarmDescription": {
+                "Fn::Sub": "One of the pipeline's critical alarms is in ALARM (DLQs, drift, stall, backlog, reconciler, "
+                "executions, router failures, file failures). First: `pipeops alarms list` names the alarm in ALARM "
+                "and its runbook; this notification's TriggeringChildren name it too. Runbooks: "
+                f"{RUNBOOK_BASE_SUB}/README.md"
+            },
             "AlarmRule": {"Fn::Sub": rule},
             "ActionsEnabled": True,
             "AlarmActions": [{"Ref": TOPIC}],
@@ -102,24 +106,34 @@ def composite_resource(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
     }
 
 
+def topic_key() -> dict[str, Any]:
+    """The topics' KmsMasterKeyId: the optional customer managed key, else none (never the
+    buckets' key, nor `alias/aws/sns`: CloudWatch can publish to an encrypted topic only when the
+    key policy lets `cloudwatch.amazonaws.com` use the key, which an AWS managed key never does;
+    `pipeops runbook run alert-delivery` checks the given key's policy)."""
+    return {"Fn::If": [TOPIC_KEY_CONDITION, {"Ref": TOPIC_KEY_PARAMETER}, {"Ref": "AWS::NoValue"}]}
+
+
 def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
     """The topics (the page with the optional e-mail subscription), every alarm, the composite."""
     out: dict[str, Any] = {
         TOPIC: {
             "Type": "AWS::SNS::Topic",
             "Properties": {
-                # Not encrypted with the stack's key: CloudWatch can publish to a KMS-encrypted
-                # topic only with a key policy that lets it; the notifications carry alarm names,
-                # states and metric values, never file contents or PII. The display name (at most
-                # 100 characters) names the stage, not the stack: a stack name may be 128 long.
+                # The notifications carry alarm names, states and metric values, never file
+                # contents or PII: encrypted only when AlarmTopicKmsKeyArn is given. The display
+                # name (at most 100 characters) names the stage, not the stack: a stack name may
+                # be 128 long.
                 "DisplayName": {"Fn::Sub": "pipeops ${Stage} alarms"},
+                "KmsMasterKeyId": topic_key(),
             },
         },
         STATE_TOPIC: {
             "Type": "AWS::SNS::Topic",
             "Properties": {
-                # Not encrypted, as the page topic: recoveries, and which child alarm fired.
+                # As the page topic: recoveries, and which child alarm fired.
                 "DisplayName": {"Fn::Sub": "pipeops ${Stage} alarm states"},
+                "KmsMasterKeyId": topic_key(),
             },
         },
         EMAIL_SUBSCRIPTION: {

@@ -18,6 +18,7 @@ from pipeops.commands import (
     alarms,
     dashboard,
     demo,
+    doctor,
     failures,
     jobs,
     metrics,
@@ -104,6 +105,7 @@ app.command("jobs")(jobs.jobs)
 job_app.command("show")(jobs.job_show)
 app.command("reconcile")(reconcile.reconcile)
 app.command("failures")(failures.failures)
+app.command("doctor")(doctor.doctor)
 app.command("metrics")(metrics.metrics_catalog)
 alarms_app.command("list")(alarms.alarms_list)
 alarms_app.command("check")(alarms.alarms_check)

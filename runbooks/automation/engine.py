@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline.stores.audit import AuditStore
 from pipeline.stores.tracking import TrackingStore
+from runbooks.automation.alert_delivery import run_alert_delivery
 from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
@@ -54,6 +55,8 @@ def run_runbook(
     all), or another runbook's selection (runbooks.automation.remedies), which `options` may name.
     Never raises for an AWS error: the result's verdict is `error` (exit 2)."""
     runbook = parse(runbook_id) if isinstance(runbook_id, str) else runbook_id
+    if runbook is Runbook.ALERT_DELIVERY:  # diagnose only: `apply` changes nothing
+        return run_alert_delivery(resources, clients)
     if (remedied := run_remedy(RemedyRequest(runbook, resources, clients, apply, actor or "", clock, groups, options or {}))) is not None:
         return remedied
     kind = DLQ_OF_RUNBOOK.get(runbook)

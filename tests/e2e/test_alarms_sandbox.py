@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from alarms.catalog import DEFAULT_RUNBOOK_BASE_URL
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
 from sandbox.clock import TimeScale
-from tests.conftest import envelope
+from tests.conftest import envelope, subscribe_a_queue
 
 pytestmark = pytest.mark.slow
 
@@ -44,16 +45,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
-
-
-def subscribe_a_queue(sandbox: Any, topic: str = "AlarmTopic") -> str:
-    """An SQS queue subscribed to one of the stack's alarm topics, as a pager would be."""
-    sqs, sns = sandbox.client("sqs"), sandbox.client("sns")
-    url = sqs.create_queue(QueueName=f"{topic}-inbox")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    topic_arn = sandbox.deployment.resources[topic]
-    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "false"})
-    return url
 
 
 def notifications(sandbox: Any, url: str) -> list[dict[str, Any]]:
@@ -88,7 +79,7 @@ def test_one_incident_pages_once_through_the_composite(sandbox: Any) -> None:
     pages = notifications(sandbox, pager)
     assert [(n["AlarmName"], n["NewStateValue"]) for n in pages] == [("pipeops-PipelineUnhealthy", "ALARM")]
     [page] = pages
-    assert "Runbook: pipeline-unhealthy." in page["AlarmDescription"]
+    assert page["AlarmDescription"].endswith(f"Runbooks: {DEFAULT_RUNBOOK_BASE_URL}/README.md")  # Fn::Sub resolved
     children = {child["Arn"].rsplit(":", 1)[1] for child in page["TriggeringChildren"]}
     assert children and children <= {"pipeops-DlqNotEmpty", "pipeops-RouterFailures"}  # whichever fired first
     context = {(n["AlarmName"], n["NewStateValue"]) for n in notifications(sandbox, states_topic)}

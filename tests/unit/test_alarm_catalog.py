@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from alarms.catalog import AlarmSpec, Series, build_catalog, critical
+from alarms.catalog import (
+    DEFAULT_RUNBOOK_BASE_URL,
+    MAX_RUNBOOK_BASE_URL,
+    RUNBOOK_BASE_PARAMETER,
+    AlarmSpec,
+    Series,
+    build_catalog,
+    critical,
+)
 from alarms.cloudformation import COMPOSITE, resources
 from alarms.evaluate import AlarmState, Sample, TreatMissingData, evaluate, evaluate_samples
 from pipeline.stack import SERVICE_NAME
@@ -141,10 +149,36 @@ def test_the_service_dimension_is_the_one_the_functions_emit_with() -> None:
     assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == SERVICE_NAME
 
 
+GENERATED = resources(SPECS)
+
+
+def deployed_description(resource: dict, base: str) -> str:
+    """A generated AlarmDescription as CloudFormation resolves it with RunbookBaseUrl=`base`."""
+    text = resource["Properties"]["AlarmDescription"]["Fn::Sub"]
+    return text.replace(f"${{{RUNBOOK_BASE_PARAMETER}}}", base)
+
+
+def test_the_runbook_base_parameter_defaults_to_the_catalogs_base_and_bounds_its_length() -> None:
+    parameter = TEMPLATE["Parameters"][RUNBOOK_BASE_PARAMETER]
+    assert parameter["Default"] == DEFAULT_RUNBOOK_BASE_URL
+    assert parameter["MaxLength"] == MAX_RUNBOOK_BASE_URL
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.logical_id)
-def test_each_alarm_names_its_runbook_and_first_step(spec: AlarmSpec) -> None:
-    assert f"Runbook: {spec.runbook}." in spec.description and "First: " in spec.description
-    assert len(spec.description) <= 1024
+def test_each_alarm_description_ends_with_its_runbook_link_within_cloudwatchs_limit(spec: AlarmSpec) -> None:
+    """As deployed (Fn::Sub resolved) with the default base and with the longest one allowed."""
+    resource = GENERATED[spec.logical_id]
+    for base in (DEFAULT_RUNBOOK_BASE_URL, "https://" + "x" * (MAX_RUNBOOK_BASE_URL - 8)):
+        deployed = deployed_description(resource, base)
+        assert deployed.endswith(f" Runbook: {base}/{spec.runbook.value}.md")
+        assert len(deployed) <= 1024
+        assert f"First: {spec.first_step}. " in deployed
+    assert deployed_description(resource, DEFAULT_RUNBOOK_BASE_URL) == spec.description
+
+
+def test_the_composite_links_the_runbook_index() -> None:
+    deployed = deployed_description(GENERATED[COMPOSITE], DEFAULT_RUNBOOK_BASE_URL)
+    assert deployed.endswith(f"Runbooks: {DEFAULT_RUNBOOK_BASE_URL}/README.md") and len(deployed) <= 1024
 
 
 def test_every_function_queue_table_and_the_state_machine_is_watched() -> None:
