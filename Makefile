@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# mypy reads its packages and strictness from pyproject.toml ([tool.mypy]); its cache is .mypy_cache.
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # Two workers, a test file each at a time (a file's tests share its fixtures and order): most of the
 # suite's time is sandboxes waiting on their pollers and schedules, so two overlap well on 2 cores

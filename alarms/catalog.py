@@ -204,12 +204,13 @@ def pipeline_metric(metric: Metric, emitter: Function) -> WatchedMetric:
 def resource_metric(kind: ResourceKind, name: str, logical_id: str) -> WatchedMetric:
     """A metric AWS publishes about one template resource, with the dimension AWS gives it."""
     spec = aws_metric(kind, name)
-    value: dict[str, Any] = {
+    value_by_kind: dict[ResourceKind, dict[str, Any]] = {
         ResourceKind.QUEUE: {"Fn::GetAtt": [logical_id, "QueueName"]},
         ResourceKind.FUNCTION: {"Ref": logical_id},
         ResourceKind.STATE_MACHINE: {"Ref": logical_id},
         ResourceKind.TABLE: {"Ref": logical_id},
-    }[kind]
+    }
+    value = value_by_kind[kind]
     return WatchedMetric(spec.namespace, name, ((spec.dimension, value),), logical_id, aws=spec)
 
 

@@ -183,7 +183,7 @@ def minimum_samples(statistic: str) -> int:
 def _member(enum: type[_E], raw: object, what: str) -> _E:
     """``enum(raw)`` with an error that names the field and the allowed values."""
     try:
-        return enum(raw)
+        return enum(raw)  # type: ignore[arg-type]  # a lookup by value: any object, ValueError if none
     except ValueError:
         allowed = ", ".join(member.value for member in enum)
         raise ValueError(f"{what} {raw!r} is not one of: {allowed}") from None
@@ -271,7 +271,7 @@ class AlarmRule:
         evaluation_periods = int(props["EvaluationPeriods"])
         return cls(
             name=props["AlarmName"],
-            statistic=statistic or extended,
+            statistic=str(statistic or extended),
             period_seconds=int(props["Period"]),
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=int(props.get("DatapointsToAlarm") or evaluation_periods),

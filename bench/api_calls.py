@@ -102,7 +102,7 @@ class HandlerCallCounter:
             return client
 
         self._original = original
-        aws._client = counted  # type: ignore[assignment]
+        aws._client = counted
         return self
 
     def uninstall(self) -> None:
@@ -110,7 +110,7 @@ class HandlerCallCounter:
 
         if self._original is not None:
             aws._client.cache_clear()
-            aws._client = self._original  # type: ignore[assignment]
+            aws._client = self._original
             self._original = None
 
     def reset(self) -> None:

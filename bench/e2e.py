@@ -40,11 +40,11 @@ import statistics
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = PROJECT_ROOT / "docs" / "PERFORMANCE.md"
@@ -78,7 +78,7 @@ class ApiCallCounter:
 
     # -- install
 
-    def install(self) -> ApiCallCounter:
+    def install(self) -> Self:
         import boto3
         import botocore.client
         import botocore.handlers
@@ -86,7 +86,7 @@ class ApiCallCounter:
         botocore.handlers.BUILTIN_HANDLERS.append(("before-call", self._before_call))
         if boto3.DEFAULT_SESSION is not None:  # created before us: register on it too
             boto3.DEFAULT_SESSION._session.register("before-call", self._before_call)
-        original = botocore.client.BaseClient._make_api_call
+        original = botocore.client.BaseClient._make_api_call  # type: ignore[attr-defined]  # botocore private
         self._original_make_api_call = original
         counter = self
 
@@ -96,7 +96,7 @@ class ApiCallCounter:
                     counter._direct_total += 1
             return original(client, operation_name, api_params)
 
-        botocore.client.BaseClient._make_api_call = _make_api_call  # type: ignore[method-assign]
+        botocore.client.BaseClient._make_api_call = _make_api_call  # type: ignore[attr-defined]  # botocore private, not in its stubs
         return self
 
     def uninstall(self) -> None:
@@ -107,7 +107,7 @@ class ApiCallCounter:
         with contextlib.suppress(ValueError):
             botocore.handlers.BUILTIN_HANDLERS.remove(("before-call", self._before_call))
         if self._original_make_api_call is not None:
-            botocore.client.BaseClient._make_api_call = self._original_make_api_call  # type: ignore[method-assign]
+            botocore.client.BaseClient._make_api_call = self._original_make_api_call  # type: ignore[attr-defined]
             self._original_make_api_call = None
 
     # -- counting
@@ -254,14 +254,14 @@ class ThreadCpuMeter:
         with self._lock:
             self._open = False
             exits = dict(self._exits)
-        spent: Counter[str] = Counter()
+        spent: defaultdict[str, float] = defaultdict(float)  # CPU seconds by thread kind
         for tid, (name, cpu) in exits.items():
             spent[_thread_kind(name, functions)] += max(0.0, cpu - self._baseline.get(tid, 0.0))
         for tid, cpu in live.items():
             if tid in exits or tid not in names:
                 continue
             spent[_thread_kind(names[tid], functions)] += max(0.0, cpu - self._baseline.get(tid, 0.0))
-        return {kind: round(seconds, 3) for kind, seconds in spent.most_common()}
+        return {kind: round(seconds, 3) for kind, seconds in sorted(spent.items(), key=lambda kv: -kv[1])}
 
 
 def asl_parse_ms(definition: str, repeats: int = 5) -> float | None:
@@ -467,7 +467,7 @@ def _retried(events: Sequence[Mapping[str, Any]], retryable: set[str]) -> int:
     count = 0
     for event in events:
         if event["type"] in _FAILED_EVENTS:
-            details = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
+            details: Mapping[str, Any] = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
             if details.get("error") in retryable or "States.ALL" in retryable:
                 count += 1
     return count
@@ -505,7 +505,7 @@ def _failure_detail(sfn: Any, execution: Mapping[str, Any], retryable: set[str])
     events = []
     for event in history:
         if event["type"] in _FAILED_EVENTS or event["type"] == "ExecutionFailed":
-            details = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
+            details: Mapping[str, Any] = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
             events.append(
                 {"type": event["type"], "error": details.get("error", ""), "cause": str(details.get("cause", ""))[:240]}
             )
@@ -566,6 +566,7 @@ def run_once(
         names = {outputs[k]: k.removesuffix("Name") for k in outputs if k.endswith("FunctionName")}
         counter.name_functions(names)
         result |= _warm_up(sb, items[0][1]) if warmup else {"warmup_s": 0.0}
+        assert sb.runtime is not None  # a started sandbox has its Lambda runtime
         sb.runtime.clear_invocations()
         t0 = time.time()
         result |= _timed_window(sb, items, counter, meter, names, timeout)

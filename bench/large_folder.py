@@ -220,6 +220,7 @@ def run_size(
             sb.client("s3").put_object(Bucket=outputs["InputBucketName"], Key=WARMUP_KEY, Body=body(10).encode())
             result["warmup_idle"] = sb.wait_until_idle(60)
             result["warmup_s"] = round(time.perf_counter() - warm, 2)
+        assert sb.runtime is not None  # a started sandbox has its Lambda runtime
         sb.runtime.clear_invocations()
         t0 = time.time()
         result |= _timed_uploads(sb, items, counter, meter, names, upload_threads, timeout, spread_s, t0)
@@ -729,7 +730,7 @@ def _call_figures(sizes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     rows.append(
         ("the sandbox's IAM calls on handler threads, over the sizes", f"{sum(s.get('internal_on_handler_threads', 0) for s in sizes):,}")
     )
-    rss = [(s["files"], s.get("max_rss_mb")) for s in sizes if s.get("max_rss_mb")]
+    rss = [(s["files"], s["max_rss_mb"]) for s in sizes if s.get("max_rss_mb")]
     if rss:
         rows.append(("peak resident size after each size (cumulative)", ", ".join(f"{mb / 1024:,.1f} GB after {f:,}" for f, mb in rss)))
     return rows
@@ -753,7 +754,7 @@ def figures(results: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _stamp(meta: Mapping[str, Any], sizes: Sequence[Mapping[str, Any]]) -> list[str]:
     load, load_end = meta.get("load_start"), meta.get("load_end")
-    params = next((s.get("parameters") for s in sizes if s.get("parameters")), {}) or {}
+    params: Mapping[str, Any] = next((s["parameters"] for s in sizes if s.get("parameters")), {}) or {}
     scale = next((s.get("time_scale") for s in sizes if s.get("time_scale")), None)
     rows = [
         ("measured", f"{meta.get('date', '?')} with `{meta.get('command', 'python -m bench.large_folder')}` ({_n(meta.get('duration_s'), 0)} s in all)"),
@@ -832,7 +833,7 @@ def spread_rows(sizes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def render_spread_section(results: Mapping[str, Any]) -> str:
     """The `folder-over-time` section of docs/PERFORMANCE.md (without its markers): tables only. Pure."""
     sizes = results.get("sizes", [])
-    settings = next((s.get("settings") for s in sizes if s.get("settings")), {}) or {}
+    settings: Mapping[str, Any] = next((s.get("settings") for s in sizes if s.get("settings")), {}) or {}
     retry, settle = settings.get("capacity_retry_seconds"), settings.get("folder_settle_seconds")
     waits = [("FolderSettleSeconds / capacity re-send delay, scaled", f"{_n(settle, 0)} s / {_n(max(1, retry), 0) if retry is not None else '-'} s")]
     head = (

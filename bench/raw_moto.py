@@ -18,10 +18,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moto.core.config import DefaultConfig
 
 REGION = "us-east-1"
-EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
+EXECUTING: DefaultConfig = {"stepfunctions": {"execute_state_machine": True}}
 PASS_MACHINE = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
 ROLE = "arn:aws:iam::123456789012:role/bench"
 
@@ -36,7 +39,7 @@ class Measurement:
 def _client(service: str) -> Any:
     import boto3
 
-    return boto3.session.Session().client(service, region_name=REGION)
+    return boto3.session.Session().client(service, region_name=REGION)  # type: ignore[call-overload]  # a service named at run time: the stubs type literal names only
 
 
 def dynamodb_conditional_update(count: int) -> float:

@@ -331,7 +331,7 @@ class World:
             offsets = [0.0]
             if kind != "QUEUED":
                 admit = store.admission_item(run, at(2), token, expected_status=JobStatus.QUEUED)
-                self.ddb.transact_write_items(TransactItems=[admit])
+                self.ddb.transact_write_items(TransactItems=[admit])  # type: ignore[list-item]  # the store's plain dict
                 store.record_execution(run, execution_arn(self.state_machine_arn, name), [])
                 store.transition(run, JobStatus.DETECTING, at(3))
                 offsets += [2.0, 3.0]
@@ -447,7 +447,7 @@ class World:
 
     def _write(self, items: Sequence[dict[str, Any]]) -> None:
         for start in range(0, len(items), BATCH_WRITE_LIMIT):
-            request = {TRACKING_TABLE: [{"PutRequest": {"Item": i}} for i in items[start : start + BATCH_WRITE_LIMIT]]}
+            request: dict[str, Any] = {TRACKING_TABLE: [{"PutRequest": {"Item": i}} for i in items[start : start + BATCH_WRITE_LIMIT]]}
             for attempt in range(8):
                 response = self.loader.batch_write_item(RequestItems=request)
                 request = response.get("UnprocessedItems") or {}

@@ -146,7 +146,7 @@ def _method(results: Mapping[str, Any]) -> list[str]:
     """The run's parameters and configurations, as tables (how they are measured: the prose beside the section)."""
     meta = results.get("meta", {})
     configs = results.get("configs", [])
-    settings = next((run.get("settings", {}) for c in configs for run in _runs(c) if run.get("settings")), {})
+    settings: Mapping[str, Any] = next((run.get("settings", {}) for c in configs for run in _runs(c) if run.get("settings")), {})
     rows = [
         ("files per run (median size)", f"{meta.get('files', '?')} ({_kb(meta.get('bytes_median'))})"),
         ("files in folders", f"{round(100 * (1 - float(meta.get('root_share', 0))))}%, {meta.get('files_per_folder', '?')} a folder"),

@@ -152,7 +152,7 @@ class CallRecorder:
         from sandbox.iam_enforcement import IamEnforcement
         from sandbox.runtime import running_function
 
-        original = self._original = BaseClient._make_api_call
+        original = self._original = BaseClient._make_api_call  # type: ignore[attr-defined]  # botocore private
         recorder = self
 
         def _make_api_call(client: Any, operation_name: str, api_params: Any) -> Any:
@@ -174,14 +174,14 @@ class CallRecorder:
                 recorder._append(recorded, "ok")
             return response
 
-        BaseClient._make_api_call = _make_api_call  # type: ignore[method-assign]
+        BaseClient._make_api_call = _make_api_call  # type: ignore[attr-defined]  # botocore private, not in its stubs
         return self
 
     def uninstall(self) -> None:
         from botocore.client import BaseClient
 
         if self._original is not None:
-            BaseClient._make_api_call = self._original  # type: ignore[method-assign]
+            BaseClient._make_api_call = self._original  # type: ignore[attr-defined]
             self._original = None
 
     def _copy(self, client: Any, operation: str, params: Any, *, workflow: bool) -> RecordedCall | None:
@@ -248,7 +248,7 @@ class ThreadProfiler:
         return self
 
     def uninstall(self) -> None:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
 
     def snapshot(self) -> dict[str, Stats]:
         """{thread kind: {function: (calls, own CPU s, cumulative CPU s)}}, summed over its threads.
@@ -261,7 +261,7 @@ class ThreadProfiler:
         for kind, profile in profiles:
             profile.snapshot_stats()  # reads without disabling (disable() would act on this thread)
             stats = total.setdefault(kind, {})
-            for func, (_cc, nc, tt, ct, _callers) in profile.stats.items():  # type: ignore[attr-defined]
+            for func, (_cc, nc, tt, ct, _callers) in profile.stats.items():
                 calls, own, cum = stats.get(func, (0, 0.0, 0.0))
                 stats[func] = (calls + nc, own + tt, cum + ct)
         return total
@@ -509,7 +509,7 @@ def run_bare(run: SandboxRun, items: Sequence[tuple[str, bytes]], region: str = 
         s3 = clients[("s3", region)] = session.client("s3", region_name=region)
         s3.put_object(Bucket=run.bucket, Key=WARMUP_KEY, Body=items[0][1])
         for call in {(c.service, c.region) for c in [*run.warmup_calls, *run.calls]}:
-            clients.setdefault(call, session.client(call[0], region_name=call[1]))
+            clients.setdefault(call, session.client(call[0], region_name=call[1]))  # type: ignore[call-overload]  # a service named at run time: the stubs type literal names only
         _replay(clients, session, run.warmup_calls)
         gc.collect()  # the sandbox run's garbage (it just stopped) is not collected in this window
         started = time.perf_counter()

@@ -179,7 +179,7 @@ def _client(service: str, endpoint: str) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client(
+    return boto3.client(  # type: ignore[call-overload]  # a service named at run time: the stubs type literal names only
         service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="sandbox",
         aws_secret_access_key="sandbox", config=Config(retries={"max_attempts": 2}, read_timeout=300),
     )

@@ -145,7 +145,8 @@ def resolve(body: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]
             return [one(item) for item in value]
         return value
 
-    return one(body)
+    resolved: dict[str, Any] = one(body)
+    return resolved
 
 
 def _number(text: str) -> int | float:
@@ -761,8 +762,8 @@ def log_group_names(template: Mapping[str, Any]) -> dict[str, str]:
 def _state_machine_log_group(template: Mapping[str, Any]) -> str | None:
     group = template["Resources"].get(f"{STATE_MACHINE}LogGroup", {})
     declared = group.get("Properties", {}).get("LogGroupName")
-    if isinstance(declared, Mapping) and isinstance(declared.get("Fn::Sub"), str):
-        return declared["Fn::Sub"]
+    if isinstance(declared, Mapping) and isinstance(sub := declared.get("Fn::Sub"), str):
+        return sub
     return declared if isinstance(declared, str) else None
 
 

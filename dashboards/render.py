@@ -231,7 +231,7 @@ def _prefetch(
         try:
             queries = expand_metrics(
                 _list(properties.get("metrics")),
-                stat=properties.get("stat") if isinstance(properties.get("stat"), str) else DEFAULT_STAT,
+                stat=given if isinstance(given := properties.get("stat"), str) else DEFAULT_STAT,
                 period=_int_or(properties.get("period"), DEFAULT_PERIOD),
             )
         except ValueError:
@@ -487,7 +487,7 @@ def _metric_widget(properties: Mapping[str, Any], box: WidgetBox, context: _Cont
     try:
         queries = expand_metrics(
             _list(properties.get("metrics")),
-            stat=properties.get("stat") if isinstance(properties.get("stat"), str) else DEFAULT_STAT,
+            stat=given if isinstance(given := properties.get("stat"), str) else DEFAULT_STAT,
             period=_int_or(properties.get("period"), DEFAULT_PERIOD),
         )
     except ValueError as error:

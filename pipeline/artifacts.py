@@ -140,7 +140,8 @@ class ArtifactStore:
         return key
 
     def read_mapping(self, key: str) -> dict[str, str]:
-        return json.loads(self._s3.get_object(Bucket=self._work, Key=key)["Body"].read())
+        mapping: dict[str, str] = json.loads(self._s3.get_object(Bucket=self._work, Key=key)["Body"].read())
+        return mapping
 
     def write_result(self, execution_name: str, phase: str, result: dict[str, Any]) -> str:
         """Store one file's result of one phase (the file key inside names it); returns the key."""
@@ -159,4 +160,5 @@ class ArtifactStore:
             if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise
-        return json.loads(response["Body"].read())
+        result: dict[str, Any] = json.loads(response["Body"].read())
+        return result

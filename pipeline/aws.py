@@ -32,7 +32,7 @@ def _client(service: str, region: str | None, endpoint_url: str | None) -> Any:
     with _SESSION_LOCK:
         if _session is None:
             _session = boto3.session.Session()
-        return _session.client(service, region_name=region, endpoint_url=endpoint_url, config=RETRY_CONFIG)
+        return _session.client(service, region_name=region, endpoint_url=endpoint_url, config=RETRY_CONFIG)  # type: ignore[call-overload]  # a service named at run time: the stubs type literal names only
 
 
 def client(service: str) -> Any:

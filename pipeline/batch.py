@@ -352,7 +352,7 @@ class BatchTrigger:
         semaphore: Semaphore,
         s3: Any,
         executions: ExecutionsStore,
-        send: Callable[[JobMessage, int], None],
+        send: Callable[[JobMessage, int], object],
         settings: Settings,
         dynamodb: Any,
     ) -> None:

@@ -63,7 +63,8 @@ def setting(default: Any, env: str, *, minimum: float | None = None) -> Any:
 
 def env_name(settings_class: type, attribute: str) -> str:
     """The environment variable that sets `attribute` of a settings class."""
-    return next(f.metadata[_ENV] for f in fields(settings_class) if f.name == attribute)
+    name: str = next(f.metadata[_ENV] for f in fields(settings_class) if f.name == attribute)
+    return name
 
 
 def env_fields(settings_class: type) -> tuple[Field[Any], ...]:
@@ -106,7 +107,7 @@ class Settings:
 
     def require(self, attribute: str) -> str:
         """The value of a resource setting that this handler cannot work without."""
-        value = getattr(self, attribute)
+        value: str = getattr(self, attribute)
         if not value:
             raise ConfigurationError(
                 f"setting {attribute!r} is empty: set the environment variable {env_name(Settings, attribute)}"
@@ -154,7 +155,7 @@ def _parse(settings_field: Field[Any], raw: str) -> object:
         return raw.lower() == "true"
     if isinstance(default, str):
         return raw
-    kind = type(default)
+    kind: type[float] = int if isinstance(default, int) else float
     try:
         value = kind(raw)
     except ValueError as exc:
@@ -176,11 +177,11 @@ def _from_env(settings_class: type, env: Mapping[str, str], overrides: Mapping[s
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Resolve settings: explicit overrides > environment > defaults."""
-    return Settings(**_from_env(Settings, os.environ if env is None else env, overrides))  # type: ignore[arg-type]
+    return Settings(**_from_env(Settings, os.environ if env is None else env, overrides))  # type: ignore[arg-type]  # field values by name, checked by _from_env
 
 
 def load_reconcile_settings(env: Mapping[str, str] | None = None, **overrides: object) -> ReconcileSettings:
     """The reconciler's settings: explicit overrides > environment > defaults. The CLI passes the
     router's environment (the stack's slots and mode; the reconciler's own variables default)."""
     values = _from_env(ReconcileSettings, os.environ if env is None else env, overrides)
-    return ReconcileSettings(**values)  # type: ignore[arg-type]
+    return ReconcileSettings(**values)  # type: ignore[arg-type]  # field values by name, checked by _from_env

@@ -137,7 +137,7 @@ def ingest_object(
     created: ObjectCreated,
     store: TrackingProtocol,
     claims: ClaimsProtocol,
-    send: Callable[[JobMessage, int], None],
+    send: Callable[[JobMessage, int], object],
     settings: Settings,
     now: datetime,
 ) -> IngestResult:
@@ -192,7 +192,7 @@ def _answer_repeat(
     claim: ObjectClaim,
     created: ObjectCreated,
     store: TrackingProtocol,
-    send: Callable[[JobMessage, int], None],
+    send: Callable[[JobMessage, int], object],
     delay: int,
     now: datetime,
     settings: Settings,

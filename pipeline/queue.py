@@ -22,4 +22,5 @@ class JobQueue:
             DelaySeconds=max(0, min(MAX_DELAY_SECONDS, delay_seconds)),
             MessageAttributes=sqs_attributes_from_current(),
         )
-        return response["MessageId"]
+        message_id: str = response["MessageId"]
+        return message_id

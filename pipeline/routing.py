@@ -285,7 +285,7 @@ class Router:
         store: TrackingProtocol,
         semaphore: SemaphoreProtocol,
         executions: ExecutionsProtocol,
-        defer: Callable[[JobMessage, int], None],
+        defer: Callable[[JobMessage, int], object],
         settings: Settings,
         new_token: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:

@@ -525,7 +525,7 @@ def record_verdict(store: TrackingStore, event: Mapping[str, Any], outcome: Mapp
         current = store.get_run(run)
         ours = current is not None and current.status is target
         if ours and target is JobStatus.FAILED:
-            ours = current.error == TOLERANCE_ERROR  # not a FAILED someone else wrote
+            ours = current is not None and current.error == TOLERANCE_ERROR  # not a FAILED someone else wrote
         if not ours:
             raise JobNoLongerActive(f"the run's record did not allow {target.value}: it moved on without this execution")
     return target
@@ -541,4 +541,5 @@ def finalize(
         record_verdict(store, event, outcome, now)
     else:
         record_account(store, event, outcome, now)
-    return outcome["check"]
+    check: dict[str, Any] = outcome["check"]
+    return check

@@ -54,7 +54,7 @@ class _Commands(TyperGroup):
             raise typer.Exit(render.ERROR_EXIT) from None
         except Exception as exc:
             if isinstance(exc, _USAGE_ERROR):  # an unknown option, a missing argument: usage on stderr
-                render.error_envelope(exc.format_message(), ErrorCode.BAD_INPUT)
+                render.error_envelope(exc.format_message(), ErrorCode.BAD_INPUT)  # type: ignore[attr-defined]  # a UsageError
                 raise
             if not type(exc).__module__.startswith("botocore"):
                 raise

@@ -116,7 +116,7 @@ def metric_queries(body: Mapping[str, Any]) -> list[Any]:
             or not isinstance(properties, Mapping)
         ):
             continue
-        stat = properties.get("stat") if isinstance(properties.get("stat"), str) else DEFAULT_STAT
+        stat = given if isinstance(given := properties.get("stat"), str) else DEFAULT_STAT
         period = properties.get("period")
         period = (
             period
@@ -175,7 +175,7 @@ def get_metric_data(
         queries = [
             {"Id": id_, "MetricStat": _metric_stat(key), "ReturnData": True} for id_, key in ids.items()
         ]
-        token = None
+        token: str | None = None  # annotated: left partial, mypy 2.4 never settles this nested loop (internal error)
         points: dict[MetricKey, Points] = {key: [] for key in batch}
         while True:
             extra = {"NextToken": token} if token else {}
@@ -407,7 +407,7 @@ def _draw(
         fetched = fetch_metrics(cloudwatch, queries, start, end, progress.advance)
         progress.step("reading the alarms")
         badges = alarm_badges(cloudwatch, resources.stack_name)
-    except (*_aws_errors(), KeyError, ValueError) as exc:
+    except (*_aws_errors(), KeyError, ValueError) as exc:  # type: ignore[misc]  # mypy reads no starred except tuple
         raise DashboardError(f"cannot read the dashboard and its metrics: {type(exc).__name__}: {exc}") from None
     notes += fetched.notes
     if not badges:

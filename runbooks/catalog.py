@@ -64,7 +64,7 @@ class UnknownRunbookError(ValueError):
 def parse(runbook_id: str) -> Runbook:
     """The runbook of `runbook_id`, or an error that lists every valid id."""
     try:
-        return Runbook(runbook_id.strip().lower())
+        return Runbook(runbook_id.strip().lower())  # type: ignore[call-arg]  # a lookup by value, not __new__
     except ValueError:
         valid = ", ".join(member.value for member in Runbook)
         raise UnknownRunbookError(f"no runbook {runbook_id!r}; valid ids: {valid}") from None

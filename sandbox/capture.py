@@ -117,7 +117,7 @@ class RoutingStream(io.TextIOBase):
         return self._real
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return self._name
 
     @property
@@ -141,13 +141,13 @@ class RoutingStream(io.TextIOBase):
     def fileno(self) -> int:
         return self._real.fileno()
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         capture = current_capture()
         if capture is not None:
             return capture.write(text)
         return self._real.write(text)
 
-    def writelines(self, lines: Any) -> None:  # type: ignore[override]
+    def writelines(self, lines: Any) -> None:
         for line in lines:
             self.write(line)
 
@@ -160,7 +160,7 @@ class RoutingStream(io.TextIOBase):
         pass
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return False
 
     def __getattr__(self, item: str) -> Any:

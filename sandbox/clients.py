@@ -24,7 +24,7 @@ def sandbox_client(service: str, region: str, endpoint_url: str | None, *, read_
         "region_name": region,
         "config": Config(
             retries={"max_attempts": 2, "mode": "standard"},
-            ignore_configured_endpoint_urls=endpoint_url is None,
+            ignore_configured_endpoint_urls=endpoint_url is None,  # type: ignore[call-arg]  # botocore has it, its stubs not yet
             read_timeout=read_timeout,
             user_agent_extra=INTERNAL_USER_AGENT,
         ),
@@ -34,7 +34,7 @@ def sandbox_client(service: str, region: str, endpoint_url: str | None, *, read_
         if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
             kwargs["aws_access_key_id"] = "testing"  # sandbox only
             kwargs["aws_secret_access_key"] = "testing"
-    return boto3.client(service, **kwargs)
+    return boto3.client(service, **kwargs)  # type: ignore[call-overload]  # a service named at run time: the stubs type literal names only
 
 
 class ClientCache:

@@ -143,7 +143,7 @@ def extract_datums(doc: dict[str, Any], default_time: dt.datetime | None = None)
             values = _numbers(doc.get(name))
             if not values:
                 continue
-            unit = metric.get("Unit") if metric.get("Unit") in STANDARD_UNITS else "None"
+            unit = metric["Unit"] if metric.get("Unit") in STANDARD_UNITS else "None"
             resolution = 1 if metric.get("StorageResolution") == 1 else 60
             for dims in resolved_sets:
                 datums.append(

@@ -77,7 +77,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import quote_plus
 
 from sandbox import schedules, status_events
@@ -227,7 +227,7 @@ def target_input(target: dict[str, Any], event: dict[str, Any]) -> Any:
         paths = transformer.get("InputPathsMap") or {}
         try:
             return EventTemplateParser.parse(
-                input_template=template, input_paths_map=paths, event=_moto_event(event)
+                input_template=template, input_paths_map=paths, event=_moto_event(event)  # type: ignore[arg-type]  # moto's TypedDict of this dict
             )
         except ValueError:  # not a JSON template: AWS delivers the substituted text
             from jsonpath_ng.ext import parse
@@ -839,7 +839,7 @@ class EventBus(BackgroundThread):
         return rule
 
     def _fire(self, key: Hashable, *, only_if_enabled: bool = False) -> dict[str, Any] | None:
-        bus_name, rule_name = key  # type: ignore[misc]
+        bus_name, rule_name = cast(tuple[str, str], key)
         try:
             rule = self._find_rule(rule_name, bus_name)
         except KeyError:
@@ -1001,4 +1001,4 @@ class EventBus(BackgroundThread):
 
 def active_bus() -> EventBus | None:
     """The event bus started in this process, if any."""
-    return eventbridge_routes.SEAM.current()  # type: ignore[return-value]
+    return eventbridge_routes.SEAM.current()  # type: ignore[return-value]  # the seam holds what installed it

@@ -134,7 +134,7 @@ class OtlpReceiver(BackgroundThread):
 
     @property
     def endpoint(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]  # what server_address holds, typed as str
         return f"http://{host}:{port}"
 
     @property

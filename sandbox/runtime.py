@@ -846,4 +846,4 @@ def _max_memory_mb(limit: int) -> int:
 
 def active_runtime() -> LambdaRuntime | None:
     """The runtime installed in this process, if any."""
-    return lambda_invoke.SEAM.current()  # type: ignore[return-value]
+    return lambda_invoke.SEAM.current()  # type: ignore[return-value]  # the seam holds what installed it

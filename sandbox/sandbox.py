@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alarms.live import CLOCK_PATH
 from sandbox import seams
@@ -48,9 +48,12 @@ from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
 from stack.template import PROJECT_ROOT, load_template
 
+if TYPE_CHECKING:
+    from moto.core.config import DefaultConfig
+
 LOG = logging.getLogger("sandbox")
 REGION = "us-east-1"
-EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
+EXECUTING: DefaultConfig = {"stepfunctions": {"execute_state_machine": True}}
 # Tests and the demo run 20x faster than real time: a 60 s Lambda timeout cuts off after 3 s.
 DEFAULT_TIME_SCALE = TimeScale(0.05)
 # A 2-core machine under load can stall a handler for seconds; 30 s never cuts one off early.

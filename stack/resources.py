@@ -194,7 +194,7 @@ class Connection:
         """A client for this connection. Against an endpoint (a sandbox) it works with no
         credentials configured; against AWS, missing credentials are NoCredentialsError."""
         session, credentials = self._session
-        return session.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **credentials)
+        return session.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **credentials)  # type: ignore[call-overload]  # a service named at run time: the stubs type literal names only
 
     def _unknown_region(self) -> BadConnectionError | None:
         """Why a request failed when the region is one botocore (and so the sandbox) does not know."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ class TemplateError(Exception):
     """The template cannot be read or packaged."""
 
 
-class CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # a base chosen at run time
     """A SafeLoader that understands CloudFormation's short tags.
 
     Dates are not resolved: CloudFormation reads `2012-10-17` as a string, and so do we. libyaml's
@@ -52,7 +53,7 @@ def _construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
 
 
-def _fn_constructor(name: str):
+def _fn_constructor(name: str) -> Callable[[yaml.SafeLoader, yaml.Node], dict[str, Any]]:
     def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
         return {name: _construct(loader, node)}
 

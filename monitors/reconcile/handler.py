@@ -39,7 +39,8 @@ def _reconciler_parts() -> dict[str, Any]:
 
 def _reconciler(actor: str) -> Reconciler:
     """Built once per container; the actor (the invoked ARN, for the audit) is per invocation."""
-    return replace(_reconciler_parts()["reconciler"], actor=actor)
+    built: Reconciler = _reconciler_parts()["reconciler"]
+    return replace(built, actor=actor)
 
 
 _RUN_REPAIRS = (ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN)

@@ -64,7 +64,7 @@ class Reconciler:
     tracking: TrackingProtocol
     claims: ClaimsProtocol  # which run each object's claim names
     runs: RunIndexProtocol  # the tracking table's indexes: active runs, the latest end
-    send: Callable[[JobMessage, int], None]  # announce a run on the main queue
+    send: Callable[[JobMessage, int], object]  # announce a run on the main queue
     audit: AuditProtocol  # the repairs applied, and the last run
     settings: ReconcileSettings
     actor: str  # who applies: the Lambda's ARN or the CLI user's

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from pipeline.aws import client, error_code
@@ -126,5 +127,5 @@ def _route(record: SQSRecord) -> None:
 
 
 @instrumented("router")
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=route_record, processor=processor, context=context)

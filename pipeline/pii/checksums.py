@@ -132,7 +132,8 @@ class _IbanLengths(Mapping[str, int]):
                 if sizes and len(low) == 2:
                     table[low] = 4 + sum(int(size) for size in sizes)
             type(self)._table = table
-        return self._table  # type: ignore[return-value]
+            return table
+        return self._table
 
     def __getitem__(self, country: str) -> int:
         return self._lengths()[country]

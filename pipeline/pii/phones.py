@@ -91,7 +91,8 @@ def _reading(
         return None
     national = phonenumbers.national_significant_number(number)
     if (
-        not "".join(groups).endswith(national)
+        number.country_code is None
+        or not "".join(groups).endswith(national)
         or _grouping(groups, number, national, international) < grouping
     ):
         return None
@@ -188,7 +189,7 @@ def _every_region() -> tuple[str, ...]:
 
 
 def _valid_reading(number: PhoneNumber | None, digits: str, *, trunk_allowed: bool) -> PhoneReading | None:
-    if number is None or not phonenumbers.is_valid_number(number):
+    if number is None or number.country_code is None or not phonenumbers.is_valid_number(number):
         return None
     national = phonenumbers.national_significant_number(number)
     left = len(digits) - len(national)

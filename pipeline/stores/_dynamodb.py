@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
@@ -50,7 +50,7 @@ def to_attribute(value: Any) -> dict[str, Any]:
         return {"M": {k: to_attribute(v) for k, v in value.items()}}
     elif isinstance(value, list):
         return {"L": [to_attribute(v) for v in value]}
-    return _serializer.serialize(value)
+    return cast(dict[str, Any], _serializer.serialize(value))  # the stubs' AttributeValueTypeDef
 
 
 def from_item(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -364,7 +364,7 @@ class Semaphore:
         for _ in range(RELEASE_ROUNDS):
             for at_floor in (False, True):
                 update = self._release_update(holder, at_floor=at_floor)
-                outcome = self._joint(lambda _, update=update: update, guard, holder, acquiring=False)
+                outcome = self._joint(lambda _, update=update: update, guard, holder, acquiring=False)  # type: ignore[misc]  # mypy infers no lambda with a default
                 if outcome is not JointWrite.NOT_HELD:
                     return outcome
             if holder not in self.read().holders:  # the count moved between the two, not the holder

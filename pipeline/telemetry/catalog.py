@@ -29,7 +29,7 @@ STANDARD_DIMENSIONS: tuple[str, ...] = ("service", "stage", "function")
 
 @dataclass(frozen=True)
 class MetricSpec:
-    name: str
+    name: Metric
     unit: Unit
     description: str
     emitters: tuple[Function, ...]
@@ -151,7 +151,7 @@ _F = Function
 # The reconciler samples its gauges once a run (the template's default schedule: 5 minutes).
 RECONCILE_PERIOD = 300
 CATALOG: dict[Metric, MetricSpec] = {
-    spec.name: spec  # type: ignore[misc]
+    spec.name: spec
     for spec in (
         MetricSpec(Metric.FILES_INGESTED, _C, "S3 objects accepted by ingest and added to a queued run.", (_F.INGEST,)),
         MetricSpec(

@@ -75,7 +75,7 @@ def requested_log_level(environ: Mapping[str, str]) -> str | None:
 logger = Logger(
     service=os.environ.get(SERVICE_NAME_ENV) or SERVICE_NAME,
     level=requested_log_level(os.environ) or "INFO",
-    stream=_CurrentStdout(),
+    stream=_CurrentStdout(),  # type: ignore[arg-type]  # a TextIOBase, which typeshed keeps apart from IO[str]
     # Lambda reads a line's level only with an RFC 3339 "timestamp" ("If you don't supply a valid
     # timestamp, Lambda will assign the log the level INFO"); powertools' default is not one.
     use_rfc3339=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeops import render
 from pipeops.commands.common import JsonOption
 
@@ -12,7 +14,7 @@ def metrics_catalog(as_json: JsonOption = False) -> None:
 
     from pipeline.telemetry.catalog import CATALOG, NAMESPACE
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"name": spec.name.value, "unit": spec.unit.value, "dimensions": list(spec.dimensions), "description": spec.description}
         for spec in CATALOG.values()
     ]

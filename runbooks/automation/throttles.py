@@ -125,7 +125,7 @@ def function_facts(
     lambda_client = request.client("lambda")
     names = request.resources.function_names
     reserved = {
-        name: read(f"reserved concurrency of {name}", lambda n=name: lambda_client.get_function_concurrency(FunctionName=n))
+        name: read(f"reserved concurrency of {name}", lambda n=name: lambda_client.get_function_concurrency(FunctionName=n))  # type: ignore[misc]  # mypy infers no lambda with a default
         for name in names
     }
     settings = read("account settings", lambda_client.get_account_settings) or {}
@@ -135,7 +135,7 @@ def function_facts(
     )
     per_function: dict[str, float] = {}
     for name in names:
-        sums = read(f"metrics of {name}", lambda n=name: metric_sums(request, "AWS/Lambda", ["Throttles"], [("FunctionName", n)], since))
+        sums = read(f"metrics of {name}", lambda n=name: metric_sums(request, "AWS/Lambda", ["Throttles"], [("FunctionName", n)], since))  # type: ignore[misc]  # mypy infers no lambda with a default
         if sums is not None:
             per_function[name] = sums["Throttles"]
     return {
@@ -152,12 +152,12 @@ def table_facts(request: RemedyRequest, read: Callable[[str, Callable[[], Any]],
     tables: dict[str, Any] = {}
     throttles: dict[str, float] = {}
     for name in (request.resources.TrackingTableName, request.resources.CoordinationTableName):
-        described = read(f"table {name}", lambda n=name: dynamodb.describe_table(TableName=n)["Table"])
+        described = read(f"table {name}", lambda n=name: dynamodb.describe_table(TableName=n)["Table"])  # type: ignore[misc]  # mypy infers no lambda with a default
         if described is not None:
             tables[name] = table_summary(described)
         sums = read(
             f"metrics of {name}",
-            lambda n=name: metric_sums(request, "AWS/DynamoDB", ["ReadThrottleEvents", "WriteThrottleEvents"], [("TableName", n)], since),
+            lambda n=name: metric_sums(request, "AWS/DynamoDB", ["ReadThrottleEvents", "WriteThrottleEvents"], [("TableName", n)], since),  # type: ignore[misc]  # mypy infers no lambda with a default
         )
         if sums is not None:
             throttles |= {f"{name} {metric}": value for metric, value in sums.items()}

@@ -223,7 +223,7 @@ def _index_of(backend: Any) -> Iterator[_MetricIndex]:
         if entry is None or entry[0]() is not backend:
             key = id(backend)
             entry = _indexes[key] = (
-                weakref.ref(backend, lambda _ref, key=key: _indexes.pop(key, None)),
+                weakref.ref(backend, lambda _ref: _indexes.pop(key, None)),
                 _MetricIndex(),
             )
     index = entry[1]
@@ -320,12 +320,12 @@ def metric_data(
                 returned.append(result)
     for query in queries:  # metric math, on the results of the MetricStat queries (moto's parser)
         if "Expression" in query:
-            values, timestamps = parse_expression(query["Expression"], results)
+            computed, timestamps = parse_expression(query["Expression"], results)
             returned.append(
                 {
                     "id": query["Id"],
                     "label": query.get("Label") or query["Id"],
-                    "values": values,
+                    "values": computed,
                     "timestamps": timestamps,
                     "status_code": "Complete",
                 }
@@ -358,7 +358,7 @@ def _periods(
     for number, low, high in period_slices(times, start, period):
         found = plain[low:high]
         if not unit and None not in found:  # plain values: summed as moto sums them, without its objects
-            value = plain_statistic(stat["Stat"], found)  # type: ignore[arg-type]
+            value = plain_statistic(stat["Stat"], found)  # type: ignore[arg-type]  # None not in found
         else:
             chosen = [datum for datum in data[low:high] if not unit or datum.unit == unit]
             value = statistic(stat["Stat"], chosen) if chosen else None

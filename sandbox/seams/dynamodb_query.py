@@ -168,7 +168,7 @@ class _Group:
     def add(self, item: Any, key: SortKey) -> None:
         if self.ordered and key is not None:
             try:
-                at = bisect.bisect_right(self.keys, key)
+                at = bisect.bisect_right(self.keys, key)  # type: ignore[type-var]  # mixed keys: TypeError below
             except TypeError:  # mixed types: moto's own sort fails the same way, worded by moto
                 self.ordered = False
             else:
@@ -183,7 +183,7 @@ class _Group:
         start = 0
         if self.ordered and key is not None:
             with contextlib.suppress(TypeError):
-                start = bisect.bisect_left(self.keys, key)
+                start = bisect.bisect_left(self.keys, key)  # type: ignore[type-var]  # mixed keys: TypeError suppressed
         for at in itertools.chain(range(start, len(self.items)), range(start)):
             if self.items[at] is item:
                 del self.items[at]
@@ -331,7 +331,7 @@ def _cache_of(table: Any, create: bool) -> _IndexCache | None:
     with _CACHES_LOCK:
         key = id(table)
         cache = _IndexCache(table)
-        _caches[key] = (weakref.ref(table, lambda _ref, key=key: _caches.pop(key, None)), cache)
+        _caches[key] = (weakref.ref(table, lambda _ref: _caches.pop(key, None)), cache)
         return cache
 
 

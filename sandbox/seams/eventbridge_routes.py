@@ -42,7 +42,7 @@ def _to_bus(original: Callable[..., Any]) -> Callable[..., Any]:
     def send_to_targets(rule: Any, original_event: Any, transform_input: bool = True) -> None:
         bus = SEAM.current()
         if bus is None:
-            return original(rule, original_event, transform_input)  # type: ignore[no-any-return]
+            return original(rule, original_event, transform_input)
         bus.route_moto_rule(rule, original_event, transform_input)
         return None
 
@@ -54,7 +54,7 @@ def _s3_to_bus(original: Callable[..., Any]) -> Callable[..., Any]:
     def _send_event_bridge_message(account_id: str, bucket: Any, event_name: Any, key: Any) -> None:
         bus = SEAM.current()
         if bus is None:
-            return original(account_id, bucket, event_name, key)  # type: ignore[no-any-return]
+            return original(account_id, bucket, event_name, key)
         bus.s3_notification(account_id, bucket, event_name, key)
         return None
 

@@ -22,7 +22,7 @@ def _running_while_starting(original: property) -> property:
     def status(execution: Any) -> Any:
         if execution.exec_status is None:
             return ExecutionStatus.RUNNING.value
-        return original.fget(execution)  # type: ignore[misc]
+        return original.fget(execution)  # type: ignore[misc]  # moto's property, fget set
 
     return property(status)
 

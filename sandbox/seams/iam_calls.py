@@ -73,7 +73,7 @@ def _inheriting_start(original: Callable[..., Any]) -> Callable[..., Any]:
         """A thread a handler starts runs in a copy of the handler's context."""
         target = getattr(self, "_target", None)
         if running_function() is None or str(getattr(target, "__module__", "")).startswith("moto."):
-            return original(self)  # type: ignore[no-any-return]
+            return original(self)
         context = contextvars.copy_context()
         run = self.run
 
@@ -81,7 +81,7 @@ def _inheriting_start(original: Callable[..., Any]) -> Callable[..., Any]:
             context.run(run)
 
         self.run = run_in_context  # type: ignore[method-assign]
-        return original(self)  # type: ignore[no-any-return]
+        return original(self)
 
     return start
 
@@ -91,8 +91,8 @@ def _inheriting_submit(original: Callable[..., Any]) -> Callable[..., Any]:
     def submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         """A task runs as whoever submitted it (pool threads are reused)."""
         if running_function() is None:
-            return original(self, fn, *args, **kwargs)  # type: ignore[no-any-return]
-        return original(self, contextvars.copy_context().run, fn, *args, **kwargs)  # type: ignore[no-any-return]
+            return original(self, fn, *args, **kwargs)
+        return original(self, contextvars.copy_context().run, fn, *args, **kwargs)
 
     return submit
 

@@ -33,7 +33,7 @@ def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
     def _invoke_lambda(fn: Any, event: Any = None) -> tuple[str, bool, str]:
         runtime = SEAM.current()
         if runtime is None:  # detached while a caller was on its way in: behave like moto
-            return original(fn, event)  # type: ignore[no-any-return]
+            return original(fn, event)
         return runtime.run_moto_function(fn, event)
 
     return _invoke_lambda

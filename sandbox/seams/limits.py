@@ -159,7 +159,7 @@ def _data_limit_exceeded(state: Any, env: Any, what: str) -> Exception:
             env=env,
             error_name=StatesErrorName(typ=error_type),
             event_type=HistoryEventType.ExecutionFailed,
-            event_details=EventDetails(
+            event_details=EventDetails(  # type: ignore[typeddict-item]  # moto's TypedDict is total; AWS sends one key
                 executionFailedEventDetails=ExecutionFailedEventDetails(
                     error=error_type.to_name(),
                     cause=f"The state '{state.name}' {what} a payload with a size exceeding the maximum number of "

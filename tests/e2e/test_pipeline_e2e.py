@@ -231,7 +231,7 @@ def test_realtime_mode_processes_every_uploaded_file(sandbox: Any) -> None:
         assert run.job_id == job_id_for_key(key, 1)
     assert {job_id_for_key(k, 1) for k in files} == {run.job_id for run in runs}
 
-    failed = {kind: [] for kind in ("detect", "redact")}
+    failed: dict[str, list[str]] = {kind: [] for kind in ("detect", "redact")}
     for run in runs:
         for kind in failed:
             failed[kind] += run.failed_files[kind]
