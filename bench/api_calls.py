@@ -1,4 +1,4 @@
-"""AWS API calls the handlers make per job (issue 11): one single-file job, one folder of 10 files,
+"""AWS API calls the handlers make per job: one single-file job, one folder of 10 files,
 and what a capacity wait costs beyond its re-send.
 
     .venv/bin/python -m bench.api_calls          # per-handler, per-operation breakdown

@@ -1,4 +1,4 @@
-"""One row of the performance-goals table (issue 11): what a bench measured against its goal.
+"""One row of the performance-goals table: what a bench measured against its goal.
 
 Each goal bench module exposes `measure() -> list[GoalRow]`; `bench.goals` runs them all in one run
 and writes the table into docs/PERFORMANCE.md.

@@ -1,4 +1,4 @@
-"""Handler cold import over `import boto3` (issue 11), and what each handler loads that it does not use.
+"""Handler cold import over `import boto3`, and what each handler loads that it does not use.
 
 Every handler module is imported in a fresh interpreter (what a Lambda cold start pays), at least 7
 times each, the handlers interleaved. Each interpreter first imports `boto3` alone (the baseline: the

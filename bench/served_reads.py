@@ -1,5 +1,5 @@
 """The CLI against a served sandbox, as a user runs it: whole processes, a sandbox that has aged,
-and 100,000 run records with writes flowing (issue 19, item 1). Reported, not judged: every time
+and 100,000 run records with writes flowing. Reported, not judged: every time
 here is the simulator's as much as the command's (the items a command reads are bench.status_scale's
 goal, and the simulator's speed is not one; see bench.goals).
 

@@ -1,4 +1,4 @@
-"""`pipeops status` and `pipeops jobs` against a large tracking table (issue 11's last row).
+"""`pipeops status` and `pipeops jobs` against a large tracking table.
 
 Deploys template.yaml into in-process moto (no handlers running), seeds tracking records with
 BatchWriteItem (a realistic mix: 40 active runs of the last minute, as many as a pipeline at its

@@ -1,4 +1,4 @@
-"""Telemetry per invocation (issue 11): our handler wrapper against the bare libraries, in one run.
+"""Telemetry per invocation: our handler wrapper against the bare libraries, in one run.
 
 "Telemetry per invocation" is one log line, one metric and one span through our handler wrapper
 (`pipeline.telemetry.handler.instrumented` around a body that calls `emit` once and `logger.info`

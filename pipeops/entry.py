@@ -1,7 +1,7 @@
 """The `pipeops` Typer app class: `pipeops version` answered before Typer parses anything.
 
 Typer coerces every parameter through a pydantic TypeAdapter, and importing pydantic for that is
-about 0.13 s of CPU, more than the rest of `pipeops version` (issue 19: the CLI starts in <= 0.3 s).
+about 0.13 s of CPU, more than the rest of `pipeops version` (the goal: the CLI starts in <= 0.3 s).
 The two exact command lines of `version` are answered here with the command's own output; any other
 command line (options, `--help`, a typo) goes to Typer as before.
 """

@@ -2,7 +2,7 @@
 
 Each function reads through boto3 (AWS or the sandbox alike) and returns data; rendering is
 `pipeops.render`'s job, so every command can print rich text or JSON. `status` and `jobs` never
-scan the tracking table: they query its indexes for what they show (issue 11). `status` says what
+scan the tracking table: they query its indexes for what they show. `status` says what
 is wrong once (`status_findings`, pure): the alarms in ALARM, the DLQs and the reconciler's signals
 under the names of the alarms that watch them, and the reconciler's dry-run findings.
 """

@@ -1,6 +1,6 @@
 """BEHAVIOUR and SPEED seam: moto's CloudWatch metric reads answer as AWS does (percentiles,
 exact dimension sets, each metric listed once) and cost the window asked for, not every datapoint
-kept (issue 19).
+kept.
 
 Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.seams`, which installs this
 seam with its own. moto keeps every datapoint in one list (`CloudWatchBackend.metric_data`) and

@@ -1,4 +1,4 @@
-"""SPEED seam: moto's DynamoDB Query made to cost what the matching items cost, not the table (issue 11).
+"""SPEED seam: moto's DynamoDB Query made to cost what the matching items cost, not the table.
 
 Pinned to moto 5.2 (pyproject allows >=5.2.5,<5.3), like `sandbox.seams`, which installs this
 seam with its own. moto's `Table.query` takes every item of the table (`Table.all_items`, which
@@ -16,7 +16,7 @@ it would keep:
 The cache is built at the table's first index Query (one walk of the table) and from then on kept
 up to date per write: the item a write touched is taken out of the partitions it sat in and placed
 where its attributes now put it (bisected into its group's order), so a write costs a few list
-operations and a Query after it costs what it did before it (issue 19: with 100,000 records every
+operations and a Query after it costs what it did before it (with 100,000 records every
 write anywhere used to drop every cache, and the next Query walked the whole table again). moto adds
 and removes items only in `Table.put_item` / `Table.delete_item` (every API path: PutItem,
 BatchWriteItem, transactions and their rollback here, PartiQL, UpdateItem of a new item); UpdateItem

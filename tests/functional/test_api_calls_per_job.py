@@ -1,4 +1,4 @@
-"""AWS API calls per job, counted on the sandbox (issue 11): a count, not a time, so it cannot creep back.
+"""AWS API calls per job, counted on the sandbox: a count, not a time, so it cannot creep back.
 
 Measured on realistic documents (`bench.api_calls.document`): every file carries all six entity
 types, so its detection summary is as large as a real file's and must still travel in the

@@ -1,5 +1,5 @@
 """The alarm engine's index keeps each metric's datapoints in time order, and an evaluation reads only
-its window's datapoints (issue 19: an aged sandbox re-read every metric's history each virtual minute)."""
+its window's datapoints (an aged sandbox re-read every metric's history each virtual minute)."""
 
 from __future__ import annotations
 

@@ -560,7 +560,7 @@ def test_an_event_arriving_the_instant_the_bus_installs_is_delivered(
         bus.stop()
 
 
-# --------------------------------------------------------------------------- costs (issue 11)
+# --------------------------------------------------------------------------- costs
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float) -> bool:

@@ -1,7 +1,7 @@
 """Table-driven, per type: every case of the project's PII test set (tests/unit/pii_cases/*.json).
 
 Positives (running text, CSV and JSON) must yield exactly their listed values of their type and
-nothing else; negatives (near misses) must yield nothing at all. The formats issue 10 names are
+nothing else; negatives (near misses) must yield nothing at all. The formats the detector promises are
 spelled out below as well, so that a case file edit cannot silently drop one of them.
 """
 

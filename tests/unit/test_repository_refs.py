@@ -27,6 +27,8 @@ OUTSIDE_PATTERNS: dict[str, re.Pattern[str]] = {
     "moto notes outside the repository": re.compile(r"(?i)\bmoto\.md\b"),
     "the shared folder beside the repository": re.compile(r"\.\./shared\b"),
     "an absolute path of a machine": re.compile(r"(?<![\w.:/-])/(?:work|home|Users|root)/"),
+    # The project's issue tracker is not in the repository either: say the fact, not its ticket.
+    "an issue of the tracker": re.compile(r"(?i)\bissues? #?[0-9]+\b"),
 }
 CITATION = re.compile(r"docs/ARCHITECTURE\.md#([A-Za-z0-9_-]+)")
 LOCAL_LINK = re.compile(r"\]\(#([A-Za-z0-9_-]+)\)")
@@ -112,12 +114,15 @@ def test_the_detectors_catch_what_they_are_for() -> None:
         "read ../" "shared/notes first",
         "written in /" "work/main/pipeline",
         "cd /" "home/someone/pipeops",
+        "calls per job (issue " "11): one",
+        "see Issue " "#25",
     ]
     inside = [
         "see docs/ARCHITECTURE.md#semaphore",
         "https://docs.aws.amazon.com/lambda/latest/dg/home/index.html",
         "s3://bucket/work/file.txt and prefix work/ or home/",
         "runbooks/dlq-messages.md",
+        "the issues it raises, 11 of them",
     ]
     assert all(outside_references(line) for line in outside), [line for line in outside if not outside_references(line)]
     assert not [found for line in inside for found in outside_references(line)]
