@@ -23,6 +23,8 @@ from moto import mock_aws
 
 from pipeline import config
 from pipeline.handlers import _wiring
+from pipeline.stores.claims import ClaimsStore
+from pipeline.stores.tracking import TrackingStore
 from sandbox.clock import TimeScale
 
 REGION = "us-east-1"
@@ -200,6 +202,18 @@ class FakeLambdaContext:
 
 
 @pytest.fixture
+def store(resources: Resources) -> TrackingStore:
+    """The tracking store on the moto tables of `resources`."""
+    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
+
+
+@pytest.fixture
+def claims(resources: Resources) -> ClaimsStore:
+    """The object-claims store on the moto tables of `resources`."""
+    return ClaimsStore(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
+
+
+@pytest.fixture
 def lambda_context() -> FakeLambdaContext:
     return FakeLambdaContext()
 
@@ -318,6 +332,18 @@ def make_sandbox(aws_env: None):
 def sandbox(make_sandbox):
     """A sandbox with the template's default parameters."""
     return make_sandbox()
+
+
+def alarm_states(sandbox: Any) -> dict[str, str]:
+    """Every alarm of the sandbox's stack, metric and composite, by name without the stack prefix."""
+    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
+        AlarmNamePrefix="pipeops-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+    )
+    return {
+        alarm["AlarmName"].removeprefix("pipeops-"): alarm["StateValue"]
+        for page in pages
+        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
+    }
 
 
 def subscribe_a_queue(sandbox: Any, topic: str = "AlarmTopic") -> str:

@@ -24,20 +24,9 @@ from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
 from sandbox.clock import TimeScale
-from tests.conftest import envelope, subscribe_a_queue
+from tests.conftest import alarm_states, envelope, subscribe_a_queue
 
 pytestmark = pytest.mark.slow
-
-
-def states(sandbox: Any) -> dict[str, str]:
-    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
-        AlarmNamePrefix="pipeops-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
-    )
-    return {
-        alarm["AlarmName"].removeprefix("pipeops-"): alarm["StateValue"]
-        for page in pages
-        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
-    }
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -72,8 +61,8 @@ def test_one_incident_pages_once_through_the_composite(sandbox: Any) -> None:
     main = sandbox.outputs["MainQueueUrl"]
     sqs.set_queue_attributes(QueueUrl=main, Attributes={"VisibilityTimeout": "20"})  # 1 s at the time scale
     sqs.send_message(QueueUrl=main, MessageBody='{"v": 1, "job_id": 42')
-    wait_until(lambda: states(sandbox).get("DlqNotEmpty") == "ALARM", 300, "the DLQ alarm")
-    wait_until(lambda: states(sandbox).get("PipelineUnhealthy") == "ALARM", 60, "the composite")
+    wait_until(lambda: alarm_states(sandbox).get("DlqNotEmpty") == "ALARM", 300, "the DLQ alarm")
+    wait_until(lambda: alarm_states(sandbox).get("PipelineUnhealthy") == "ALARM", 60, "the composite")
     wait_virtual(sandbox, 10)  # everything the incident fires has fired
 
     pages = notifications(sandbox, pager)
@@ -100,7 +89,7 @@ def test_a_new_stack_sends_no_page_in_its_first_15_virtual_minutes(make_sandbox:
     wait_virtual(sandbox, 15)
     assert [(t.alarm_name, t.new_state.value) for t in sandbox.alarms.transitions if page in t.notified] == []
     assert not any(t.new_state.value == "ALARM" for t in sandbox.alarms.transitions)
-    seen = states(sandbox)
+    seen = alarm_states(sandbox)
     assert seen["ReconcilerSilent"] == "OK"  # its first heartbeats have come
     assert "ALARM" not in seen.values()
 
@@ -115,12 +104,12 @@ def test_a_dynamodb_throttle_episode_alarms_and_then_returns_to_ok(make_sandbox:
 
     def throttled() -> bool:
         cloudwatch.put_metric_data(Namespace="AWS/DynamoDB", MetricData=[throttles])
-        return states(sandbox).get("CoordinationWriteThrottles") == "ALARM"
+        return alarm_states(sandbox).get("CoordinationWriteThrottles") == "ALARM"
 
     wait_until(throttled, 300, "the throttle alarm")  # 5 virtual minutes of throttles
-    wait_until(lambda: states(sandbox).get("CoordinationWriteThrottles") == "OK", 300, "the alarm back to OK")
+    wait_until(lambda: alarm_states(sandbox).get("CoordinationWriteThrottles") == "OK", 300, "the alarm back to OK")
     wait_virtual(sandbox, 10)  # and it stays there once the episode has left the range
-    assert states(sandbox)["CoordinationWriteThrottles"] == "OK"
+    assert alarm_states(sandbox)["CoordinationWriteThrottles"] == "OK"
 
 
 def test_alarms_check_against_a_served_sandbox_agrees_with_its_engine(aws_env: None) -> None:
@@ -178,8 +167,8 @@ def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(mak
     wait_until(lambda: [r.status for r in runs(sandbox)] == [JobStatus.COMPLETE], 300, "the first run")
     put(Bucket=bucket, Key="second.txt", Body=b"mail bob@corp.example\n")  # waits for a slot forever
 
-    wait_until(lambda: all(states(sandbox).get(a) == "ALARM" for a in STALL_ALARMS), 600, "the stall alarms")
-    seen = states(sandbox)
+    wait_until(lambda: all(alarm_states(sandbox).get(a) == "ALARM" for a in STALL_ALARMS), 600, "the stall alarms")
+    seen = alarm_states(sandbox)
     assert seen["PipelineUnhealthy"] == "ALARM"
     status = CliRunner().invoke(app, ["status", "--json"])
     firing = {f["name"] for f in envelope(status.output, "status")["findings"] if f["source"] == "alarm"}
@@ -189,7 +178,7 @@ def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(mak
     assert [a["kind"] for a in envelope(repaired.output, "reconcile")["actions"]] == ["release_holder"]
     sandbox.bus.resume_rule(rule)  # the held event is delivered late: the tracker finds no holder
     wait_until(lambda: all(r.status is JobStatus.COMPLETE for r in runs(sandbox)) and len(runs(sandbox)) == 2, 300, "the second run")
-    wait_until(lambda: all(states(sandbox).get(a) == "OK" for a in STALL_ALARMS), 600, "the alarms to clear")
+    wait_until(lambda: all(alarm_states(sandbox).get(a) == "OK" for a in STALL_ALARMS), 600, "the alarms to clear")
     state = Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb")).read()
     assert state.active_count == 0 and state.holders == {}
 
@@ -205,9 +194,9 @@ def test_a_count_below_its_holders_pages_until_the_reconciler_sets_it_right(make
         UpdateExpression="SET active_count = :n ADD version :one",
         ExpressionAttributeValues={":n": {"N": "-3"}, ":one": {"N": "1"}},
     )
-    wait_until(lambda: states(sandbox).get("CounterBelowRunning") == "ALARM", 300, "the below-count alarm")
-    assert states(sandbox)["CounterDrift"] != "ALARM"  # the other side is not this one
-    wait_until(lambda: states(sandbox).get("CounterBelowRunning") == "OK", 300, "the alarm back to OK")
+    wait_until(lambda: alarm_states(sandbox).get("CounterBelowRunning") == "ALARM", 300, "the below-count alarm")
+    assert alarm_states(sandbox)["CounterDrift"] != "ALARM"  # the other side is not this one
+    wait_until(lambda: alarm_states(sandbox).get("CounterBelowRunning") == "OK", 300, "the alarm back to OK")
     page = sandbox.deployment.resources["AlarmTopic"]
     paged = [(t.alarm_name, t.new_state.value) for t in sandbox.alarms.transitions if page in t.notified]
     assert paged == [("pipeops-PipelineUnhealthy", "ALARM")]

@@ -16,7 +16,7 @@ from pipeline.stores.audit import AUDIT_PREFIX
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
-from tests.conftest import envelope
+from tests.conftest import alarm_states, envelope
 
 pytestmark = pytest.mark.slow
 
@@ -268,17 +268,6 @@ def schedule_rule_of(sandbox: Any, function_output: str) -> str:
     names = events.list_rule_names_by_target(TargetArn=function["Configuration"]["FunctionArn"])["RuleNames"]
     [scheduled] = [name for name in names if events.describe_rule(Name=name).get("ScheduleExpression")]
     return scheduled
-
-
-def alarm_states(sandbox: Any) -> dict[str, str]:
-    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
-        AlarmNamePrefix="pipeops-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
-    )
-    return {
-        alarm["AlarmName"].removeprefix("pipeops-"): alarm["StateValue"]
-        for page in pages
-        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
-    }
 
 
 def wait_for(predicate: Any, timeout: float = 120.0) -> None:

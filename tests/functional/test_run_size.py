@@ -26,16 +26,6 @@ from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
-@pytest.fixture
-def store(resources) -> TrackingStore:
-    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
-
-
-@pytest.fixture
-def claims(resources) -> ClaimsStore:
-    return ClaimsStore(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
-
-
 def runs_of(resources, job_id: str) -> list[RunRecord]:
     items = resources.client("dynamodb").query(
         TableName=resources.tracking_table,

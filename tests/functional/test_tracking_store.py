@@ -18,16 +18,6 @@ from pipeline.stores.tracking import TrackingStore
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def store(resources) -> TrackingStore:
-    return TrackingStore(resources.tracking_table, resources.client("dynamodb"))
-
-
-@pytest.fixture
-def claims(resources) -> ClaimsStore:
-    return ClaimsStore(resources.tracking_table, resources.coordination_table, resources.client("dynamodb"))
-
-
 def new_run(store: TrackingStore, job_id: str = "claims/", at: datetime = NOW) -> RunRef:
     run = RunRef(job_id, format_timestamp(at))
     assert store.create_run(run, ["claims/a.txt"], "in", at)
