@@ -36,6 +36,7 @@ from pipeline.stack import SERVICE_NAME, Function
 from pipeline.telemetry.aws_catalog import AwsMetricSpec, ResourceKind, aws_metric
 from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
 from runbooks.catalog import Runbook
+from stack.template import functions
 
 # The function dimension carries the deployed name; service and stage come from the template.
 TOPIC = "AlarmTopic"
@@ -586,8 +587,7 @@ def function_timeouts(template: Mapping[str, Any]) -> dict[str, int]:
     default = int(template.get("Globals", {}).get("Function", {}).get("Timeout", 3))
     return {
         logical_id: int(resource.get("Properties", {}).get("Timeout", default))
-        for logical_id, resource in template["Resources"].items()
-        if resource["Type"] == "AWS::Serverless::Function"
+        for logical_id, resource in functions(template).items()
     }
 
 

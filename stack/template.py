@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +98,12 @@ def load_template(path: Path | str = TEMPLATE_PATH) -> dict[str, Any]:
         raise TemplateError(f"{path} is not a CloudFormation template (no Resources)")
     _LOADED[key] = copy.deepcopy(template)
     return template
+
+
+def functions(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The template's functions (AWS::Serverless::Function) by logical id."""
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource.get("Type") == "AWS::Serverless::Function"
+    }

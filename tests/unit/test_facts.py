@@ -21,7 +21,7 @@ from pipeline.config import (
     minimum_of,
 )
 from pipeline.stack import DEFAULT_STACK_NAME, SERVICE_NAME, SERVICE_NAME_ENV, Function
-from stack.template import PROJECT_ROOT, load_template
+from stack.template import PROJECT_ROOT, functions, load_template
 
 SETTINGS_CLASSES = (Settings, ReconcileSettings)
 
@@ -32,11 +32,7 @@ def template() -> dict[str, Any]:
 
 
 def template_functions() -> dict[str, dict[str, Any]]:
-    return {
-        logical_id: resource
-        for logical_id, resource in template()["Resources"].items()
-        if resource["Type"] == "AWS::Serverless::Function"
-    }
+    return functions(template())
 
 
 def template_variables() -> dict[str, Any]:

@@ -29,6 +29,7 @@ from packaging.specifiers import SpecifierSet
 
 from pipeline.stack import Function
 from stack.template import PROJECT_ROOT, load_template
+from stack.template import functions as template_functions
 
 MAKEFILE = PROJECT_ROOT / "Makefile"
 
@@ -50,11 +51,7 @@ def template() -> dict[str, Any]:
 
 
 def functions() -> dict[str, dict[str, Any]]:
-    return {
-        logical_id: resource
-        for logical_id, resource in template()["Resources"].items()
-        if resource["Type"] == "AWS::Serverless::Function"
-    }
+    return template_functions(template())
 
 
 def function_property(logical_id: str, name: str) -> Any:
