@@ -18,6 +18,7 @@ from packaging.requirements import Requirement
 
 from pipeline.config import ALL_ENV_NAMES
 from pipeline.stack import Function
+from runbooks.automation.handler import STACK_ENV_NAMES
 from sandbox.template import DEFAULT_CODE_URI, package, transform
 from stack.template import PROJECT_ROOT, TEMPLATE_PATH, TemplateError, load_template
 
@@ -43,6 +44,7 @@ OUTPUTS = {
 # Actions that support no resource-level permissions, allowed on Resource "*" in one role each.
 WILDCARD_RESOURCE_ALLOWED = {
     "DetectFunctionRole": {"comprehend:DetectPiiEntities"},
+    "RunbookFunctionRole": {"cloudwatch:GetMetricData", "sts:GetCallerIdentity"},
     # Step Functions logging to CloudWatch Logs (vended logs delivery).
     "PipelineStateMachineRole": {
         "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
@@ -359,7 +361,7 @@ def test_environment_variable_names_are_the_configured_ones(cfn: dict[str, Any])
         names = set(function["Properties"]["Environment"]["Variables"])
         unknown = {
             n for n in names if n not in ALL_ENV_NAMES and not n.startswith(("POWERTOOLS_", "OTEL_"))
-        }
+        } - (STACK_ENV_NAMES if logical_id == Function.RUNBOOK else set())
         assert not unknown, f"{logical_id} sets unknown variables {sorted(unknown)}"
         assert names >= SHARED_ENV, f"{logical_id} misses {sorted(SHARED_ENV - names)}"
         assert ("STATE_MACHINE_ARN" in names) == (logical_id in STATE_MACHINE_CLIENTS), logical_id
