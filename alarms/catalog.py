@@ -577,6 +577,11 @@ DEAD_LETTER_QUEUES = (
      Runbook.TRACKER_DLQ, "`pipeops reconcile` repairs the slots; then read the events and redrive them"),
     ("IngestDeadLetterQueue", "S3 object events ingest could not put into a run (those files are not processed)",
      Runbook.INGEST_DLQ, "read the ingest errors, fix them, then re-upload or redrive the events"),
+    ("ScheduledDeadLetterQueue", "scheduled batch-trigger and reconciler invocations that failed (not retried)",
+     Runbook.FUNCTION_ERRORS, "read the failed function's ERROR lines (each message holds the event and the error)"),
+    ("QuarantineQueue", "dead letters a redrive parked (failed again after a redrive, or no redrive can fix them)",
+     Runbook.DLQ_MESSAGES, "`pipeops status` shows the depth; read each message's `pipeops-reason` attribute, "
+     "fix the cause, then send it back by hand (a redrive never takes it)"),
 )  # fmt: skip
 TABLES = ("TrackingTable", "CoordinationTable")
 STATE_MACHINE = "PipelineStateMachine"

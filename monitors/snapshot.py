@@ -1,5 +1,5 @@
-"""The numbers `pipeops status` shows beside the reconciler's observation: queue and DLQ depths,
-the oldest message's age, and the runs by status. Numbers only: what is wrong is said once, by the
+"""The numbers `pipeops status` shows beside the reconciler's observation: queue, DLQ and quarantine
+depths, the oldest message's age, and the runs by status. Numbers only: what is wrong is said once, by the
 reconciler's findings and the alarms (pipeops.views), under the names the alarms and runbooks use.
 
 The semaphore, the running executions and the active runs are the reconciler's observation: they
@@ -58,6 +58,8 @@ class Snapshot:
     dead_letter_depth: int
     tracker_dead_letter_depth: int
     ingest_dead_letter_depth: int
+    # Dead letters a redrive parked: only a person takes them out.
+    quarantine_depth: int
     oldest_message_age_seconds: float | None
     # Active runs by status: every one (the sparse index holds only active runs).
     active_runs: Mapping[str, int] = field(default_factory=dict)
@@ -157,6 +159,7 @@ def observe(
         dead_letter_depth=_queue_depth(sqs, resources.DeadLetterQueueUrl).total,
         tracker_dead_letter_depth=_queue_depth(sqs, resources.TrackerDeadLetterQueueUrl).total,
         ingest_dead_letter_depth=_queue_depth(sqs, resources.IngestDeadLetterQueueUrl).total,
+        quarantine_depth=_queue_depth(sqs, resources.QuarantineQueueUrl).total,
         oldest_message_age_seconds=_oldest_message_age(client("cloudwatch"), resources.MainQueueUrl, now),
         active_runs={status.value: active.get(status, 0) for status in ACTIVE_STATUSES if active.get(status, 0)},
         recent_outcomes=recent_outcomes(ended, now, sorted(windows)),

@@ -125,6 +125,7 @@ def status_table(status: Mapping[str, Any]) -> Table:
         ("DLQ depth", str(status["dead_letter_depth"])),
         ("tracker DLQ depth", str(status["tracker_dead_letter_depth"])),
         ("ingest DLQ depth", str(status["ingest_dead_letter_depth"])),
+        ("quarantine depth", str(status["quarantine_depth"])),
         ("active_count / max", f"{status['active_count']} / {status['max_concurrency']}"),
         ("holders", ", ".join(status["holders"]) or "-"),
         ("running executions", str(status["running_executions"])),

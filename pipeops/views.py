@@ -60,6 +60,13 @@ DLQ_CONDITIONS = (
         "IngestDeadLetterQueue",
         "upload event(s) never ingested: their files are not processed",
     ),
+    DlqCondition(
+        "quarantine_depth",
+        "QuarantineQueueNotEmpty",
+        Runbook.DLQ_MESSAGES,
+        "QuarantineQueue",
+        "dead letter(s) a redrive parked: a person must fix or send each back",
+    ),
 )
 # The reconciler's signals, named as the alarms that watch them.
 SLOTS_FULL_IDLE = "SlotsFullIdle"

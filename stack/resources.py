@@ -59,6 +59,7 @@ class StackResources:
     WorkBucketName: str = ""
     IngestDeadLetterQueueUrl: str = ""
     QuarantineQueueUrl: str = ""
+    ScheduledDeadLetterQueueUrl: str = ""
     IngestFunctionName: str = ""
     BatchTriggerFunctionName: str = ""
     WorkflowTrackerFunctionName: str = ""

@@ -334,6 +334,16 @@ def sandbox(make_sandbox):
     return make_sandbox()
 
 
+def create_pk_table(ddb: Any, name: str) -> None:
+    """A pay-per-request table keyed by a string `pk` alone: the sandbox tests' scratch table."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def alarm_states(sandbox: Any) -> dict[str, str]:
     """Every alarm of the sandbox's stack, metric and composite, by name without the stack prefix."""
     pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(

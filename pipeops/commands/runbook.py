@@ -3,6 +3,7 @@ run ID [--apply]`: the runbook carried out (runbooks/automation)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -21,6 +22,7 @@ from pipeops.render import ErrorCode
 
 if TYPE_CHECKING:
     from runbooks.automation.result import RunbookResult
+    from stack.resources import Connection, StackResources
 
 
 def list_runbooks(as_json: JsonOption = False) -> None:
@@ -115,7 +117,8 @@ def run_runbook(
         if not as_json:
             _print(preview)
         typer.confirm(f"Carry out these {len(preview.plan)} action(s)?", abort=True, err=True)
-    _report(run(runbook, resources, connection, apply=apply, groups=groups, options=options), as_json)
+    result = run(runbook, resources, connection, apply=apply, groups=groups, options=options)
+    _report(result, as_json, lambda: _follow_moves(result, connection, resources))
 
 
 def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: int | None) -> dict[str, Any]:
@@ -130,13 +133,14 @@ def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: i
     return options
 
 
-def _report(result: RunbookResult, as_json: bool) -> None:
+def _report(result: RunbookResult, as_json: bool, after_print: Callable[[], None] = lambda: None) -> None:
     if result.verdict.value == "error":
         raise fail(f"runbook {result.id} failed: {result.error}", ErrorCode.FAILED)
     if as_json:
         render.emit_json("runbook", result.to_dict())
     else:
         _print(result)
+        after_print()
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -164,8 +168,30 @@ def _print(result: RunbookResult) -> None:
             outcome.result.value if outcome else "-",
         )
     render.console.print(table)
-    tasks = {str(o.detail["task_handle"]) for o in result.actions if "task_handle" in o.detail}
-    for task in sorted(tasks):
-        render.console.print(f"SQS moves the messages (task {escape(task)}): aws sqs list-message-move-tasks follows it")
+    for task in move_task_handles(result):
+        render.console.print(f"SQS moves the messages (task {escape(task)})")
     hint = "" if result.applied or not result.plan else " (dry run: --apply to act)"
     render.console.print(f"verdict: {result.verdict.value}{hint}")
+
+
+def move_task_handles(result: RunbookResult) -> list[str]:
+    """The SQS move tasks the result names: the one it started, or the one running that it raced."""
+    handles = {str(o.detail["task_handle"]) for o in result.actions if "task_handle" in o.detail}
+    handles |= {str(handle) for o in result.actions for handle in o.detail.get("running", ())}
+    return sorted(handles)
+
+
+def _follow_moves(result: RunbookResult, connection: Connection, resources: StackResources) -> None:
+    """Each move task the result names, followed with a progress bar until it ends (Ctrl-C leaves it
+    running). Here in the CLI, never in the runbook automation: a Lambda must not wait."""
+    handles = move_task_handles(result)
+    if not handles:
+        return
+    from pipeops.move_watch import follow
+    from runbooks.automation.dead_letters import DlqKind
+    from runbooks.automation.redrive import DlqEndpoints
+
+    queue_url = DlqEndpoints.of(DlqKind(result.evidence["kind"]), resources).queue_url
+    sqs = connection.client("sqs")
+    for handle in handles:
+        follow(sqs, queue_url, handle, render.console)

@@ -20,6 +20,7 @@ from moto import mock_aws
 
 from sandbox import seams
 from sandbox.seams import limits
+from tests.conftest import create_pk_table
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/workflow"
@@ -41,12 +42,7 @@ def aws(aws_env: None) -> Iterator[dict[str, Any]]:
     logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         ddb = boto3.client("dynamodb", region_name=REGION)
-        ddb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_pk_table(ddb, TABLE)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         yield {"ddb": ddb, "sfn": sfn}
         _drain(sfn)

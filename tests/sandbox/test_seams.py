@@ -18,6 +18,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.responses import DynamoHandler
 
 from sandbox import seams
+from tests.conftest import create_pk_table
 
 REGION = "us-east-1"
 TABLE = "seams"
@@ -34,12 +35,7 @@ ROLE = "arn:aws:iam::123456789012:role/seams"
 def table(aws_env: None) -> Iterator[Any]:
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name=REGION)
-        ddb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_pk_table(ddb, TABLE)
         yield ddb
 
 

@@ -384,6 +384,8 @@ def test_stack_names_resolve_every_placeholder_of_both_bodies() -> None:
         "DeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-dlq",
         "TrackerDeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-tracker-dlq",
         "IngestDeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-ingest-dlq",
+        "ScheduledDeadLetterQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-scheduled-dlq",
+        "QuarantineQueueUrl": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/ops-quarantine",
         "StateMachineArn": f"arn:aws-cn:states:cn-north-1:{ACCOUNT}:stateMachine:ops",
         **{f"{function}Name": f"ops-{function}" for function in function_timeouts(TEMPLATE)},
     }

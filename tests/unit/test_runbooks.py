@@ -66,7 +66,7 @@ def test_the_index_is_current() -> None:
 def test_the_generated_block_follows_a_changed_alarm() -> None:
     """The staleness check can fail: a page whose block predates a new threshold is rewritten."""
     page = load_page(Runbook.DLQ_MESSAGES)
-    [spec] = alarms_of(Runbook.DLQ_MESSAGES, SPECS)
+    spec = alarms_of(Runbook.DLQ_MESSAGES, SPECS)[0]
     from dataclasses import replace
 
     changed = [replace(spec, threshold=3)] + [other for other in SPECS if other is not spec]

@@ -37,6 +37,7 @@ QUIET = Snapshot(
     dead_letter_depth=0,
     tracker_dead_letter_depth=0,
     ingest_dead_letter_depth=0,
+    quarantine_depth=0,
     oldest_message_age_seconds=None,
 )
 CALM = Signals(slots_full_idle=False, oldest_queued_age=0.0, backlog_stalled=False)
@@ -129,3 +130,10 @@ def test_the_table_shows_a_capped_count_as_a_lower_bound_and_each_finding_with_i
     assert shown["jobs by status"] == "QUEUED 2, COMPLETE ≥ 1000, FAILED 3"
     assert shown["leaked_slot"] == "exec-1: its execution ended FAILED (runbook counter-drift)"
     assert rows(view())["jobs by status"] == "-" and rows(view())["findings"] == "none"
+
+
+def test_the_quarantine_depth_is_shown_beside_the_dlqs_and_carried_in_the_json() -> None:
+    parked = view(replace(QUIET, quarantine_depth=3))
+    assert rows(parked)["quarantine depth"] == "3" and rows(view())["quarantine depth"] == "0"
+    assert parked.to_dict()["quarantine_depth"] == 3
+    assert parked.pages() == ["QuarantineQueueNotEmpty: QuarantineQueue"]

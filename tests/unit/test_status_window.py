@@ -71,6 +71,7 @@ BASE = Snapshot(
     dead_letter_depth=0,
     tracker_dead_letter_depth=0,
     ingest_dead_letter_depth=0,
+    quarantine_depth=0,
     oldest_message_age_seconds=None,
 )
 

@@ -40,7 +40,7 @@ SHARED_ENV = {
 OUTPUTS = {
     "InputBucketName", "OutputBucketName", "WorkBucketName", "TrackingTableName", "CoordinationTableName",
     "MainQueueUrl", "DeadLetterQueueUrl", "TrackerDeadLetterQueueUrl", "IngestDeadLetterQueueUrl", "QuarantineQueueUrl",
-    "StateMachineArn",
+    "ScheduledDeadLetterQueueUrl", "StateMachineArn",
     *(f"{function}Name" for function in HANDLERS),
 }
 # Actions that support no resource-level permissions, allowed on Resource "*" in one role each.
