@@ -71,7 +71,10 @@ endef
 PIPELINE_FUNCTIONS := IngestFunction RouterFunction BatchTriggerFunction WorkflowTrackerFunction \
 	DetectFunction GenerateSyntheticFunction RedactFunction FinalizeFunction
 RECONCILER_FUNCTIONS := ReconcilerFunction
-LAMBDA_FUNCTIONS := $(PIPELINE_FUNCTIONS) $(RECONCILER_FUNCTIONS)
+# The runbook Lambda (runbooks.automation.handler, invoked by the SSM Automation documents): the
+# runbook automation, the stack's names (stack/resources.py) and the monitors it uses.
+RUNBOOK_FUNCTIONS := RunbookFunction
+LAMBDA_FUNCTIONS := $(PIPELINE_FUNCTIONS) $(RECONCILER_FUNCTIONS) $(RUNBOOK_FUNCTIONS)
 
 .PHONY: $(addprefix build-,$(LAMBDA_FUNCTIONS)) lambda-requirements
 
@@ -90,6 +93,16 @@ $(addprefix build-,$(RECONCILER_FUNCTIONS)): lambda-requirements
 	$(call copy-tree,pipeline)
 	$(call copy-tree,monitors/reconcile)
 	cp monitors/__init__.py "$(ARTIFACTS_DIR)/monitors/__init__.py"
+	$(call compile-artifact)
+
+$(addprefix build-,$(RUNBOOK_FUNCTIONS)): lambda-requirements
+	$(call copy-tree,pipeline)
+	$(call copy-tree,monitors/reconcile)
+	cp monitors/__init__.py monitors/failures.py "$(ARTIFACTS_DIR)/monitors/"
+	$(call copy-tree,runbooks/automation)
+	cp runbooks/__init__.py runbooks/catalog.py "$(ARTIFACTS_DIR)/runbooks/"
+	mkdir -p "$(ARTIFACTS_DIR)/stack"
+	cp stack/__init__.py stack/resources.py "$(ARTIFACTS_DIR)/stack/"
 	$(call compile-artifact)
 
 lambda-requirements:

@@ -31,6 +31,7 @@ class Function(StrEnum):
     GENERATE_SYNTHETIC = "GenerateSyntheticFunction"
     REDACT = "RedactFunction"
     FINALIZE = "FinalizeFunction"
+    RUNBOOK = "RunbookFunction"
 
     @property
     def handler_module(self) -> str:
@@ -44,11 +45,18 @@ class Function(StrEnum):
     @property
     def ships_monitors(self) -> bool:
         """Whether its artifact holds monitors/reconcile/ besides pipeline/ (the Makefile's
-        RECONCILER_FUNCTIONS; the rest are PIPELINE_FUNCTIONS)."""
+        RECONCILER_FUNCTIONS; the rest but the runbook's are PIPELINE_FUNCTIONS)."""
         return self.handler_module.startswith("monitors.")
 
+    @property
+    def ships_runbooks(self) -> bool:
+        """Whether its artifact holds the runbook automation (runbooks/, stack/resources.py and the
+        monitors it uses) besides pipeline/ (the Makefile's RUNBOOK_FUNCTIONS)."""
+        return self.handler_module.startswith("runbooks.")
 
-# The pipeline's handlers are in pipeline/handlers/, the sidecar's in monitors/.
+
+# The pipeline's handlers are in pipeline/handlers/, the sidecar's in monitors/, the runbook
+# automation's (SSM Automation documents invoke it) in runbooks/automation/.
 HANDLER_MODULES: dict[Function, str] = {
     Function.INGEST: "pipeline.handlers.ingest",
     Function.ROUTER: "pipeline.handlers.router",
@@ -59,4 +67,5 @@ HANDLER_MODULES: dict[Function, str] = {
     Function.GENERATE_SYNTHETIC: "pipeline.handlers.generate_synthetic",
     Function.REDACT: "pipeline.handlers.redact",
     Function.FINALIZE: "pipeline.handlers.finalize",
+    Function.RUNBOOK: "runbooks.automation.handler",
 }

@@ -46,11 +46,12 @@ def check_schedule(template: Mapping[str, Any]) -> None:
 
 def generated_resources(template: Mapping[str, Any]) -> dict[str, Any]:
     """Every generated resource, from the hand-written part of the template."""
+    from alarms.automation import resources as automation_resources
     from alarms.catalog import build_catalog
     from alarms.cloudformation import resources as alarm_resources
 
     specs = build_catalog(template)
-    generated = alarm_resources(specs)
+    generated = alarm_resources(specs) | automation_resources(specs)
     try:
         from dashboards.build import resources as dashboard_resources
     except ImportError:  # the dashboards are not built yet

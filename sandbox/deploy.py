@@ -118,7 +118,7 @@ def deploy(
     template = transform(source, region, parameters=overrides, base_dir=Path(template_path).resolve().parent)
     aws = ClientCache(region, endpoint_url)
     _ensure_code_artifacts(aws, template)
-    stack = _create_stack(aws, stack_name, template, overrides)
+    stack = _create_stack(aws, stack_name, _for_moto(template), overrides)
     try:
         return _correct_moto(aws, stack, template, time_scale, min_timeout_seconds)
     except (ClientError, BotoCoreError) as exc:
@@ -308,6 +308,17 @@ def _client_error(exc: ClientError | BotoCoreError) -> str:
         return str(exc)
     error = exc.response.get("Error", {})
     return f"{error.get('Code', '?')}: {error.get('Message', exc)}"
+
+
+# Types moto's CloudFormation creates wrongly, left out of what it is given and created through
+# their APIs (_SKIPPED_TYPE_CREATORS): moto keeps an AWS::SSM::Document's Content as an object,
+# and describe_document then fails on it.
+_CREATED_BY_API = frozenset({"AWS::SSM::Document"})
+
+
+def _for_moto(template: Mapping[str, Any]) -> dict[str, Any]:
+    resources = {k: v for k, v in template["Resources"].items() if v.get("Type") not in _CREATED_BY_API}
+    return {**template, "Resources": resources}
 
 
 def _create_stack(
@@ -586,7 +597,8 @@ def _correct_moto(
        the alarms it names; ActionsSuppressor* in `skipped`), AWS::SNS::Subscription (subscribe,
        with RawMessageDelivery, FilterPolicy(Scope), RedrivePolicy, DeliveryPolicy,
        SubscriptionRoleArn; anything else in `skipped`), AWS::Logs::MetricFilter
-       (put_metric_filter; moto produces nothing from it) are created through their APIs.
+       (put_metric_filter; moto produces nothing from it), AWS::SSM::Document (create_document)
+       are created through their APIs.
        AWS::SNS::Topic (inline Subscription included) and AWS::CloudWatch::Dashboard are created
        by moto itself; a dashboard body that is not a JSON object fails the deployment, as
        PutDashboard would (moto's CloudFormation does not check it). AWS::S3::BucketPolicy is deliberately left out: moto
@@ -1024,6 +1036,19 @@ def _create_metric_filter(stack: _Stack, logical: str, props: dict[str, Any]) ->
     return physical
 
 
+def _create_ssm_document(stack: _Stack, logical: str, props: dict[str, Any]) -> str:
+    """An Automation document through moto's SSM API; the name is CloudFormation's (Ref)."""
+    physical = str(props.get("Name") or _generated_name(stack, logical))
+    content = props["Content"]
+    stack.aws.client("ssm").create_document(
+        Name=physical,
+        Content=content if isinstance(content, str) else json.dumps(content),
+        DocumentType=props.get("DocumentType", "Command"),
+        DocumentFormat=props.get("DocumentFormat", "JSON"),
+    )
+    return physical
+
+
 # The types moto's CloudFormation skips that the sandbox creates itself: how, by type. Each creator
 # returns the physical id and may note in `stack.skipped` the properties it does not apply.
 _SKIPPED_TYPE_CREATORS: dict[str, Callable[[_Stack, str, dict[str, Any]], str]] = {
@@ -1033,6 +1058,7 @@ _SKIPPED_TYPE_CREATORS: dict[str, Callable[[_Stack, str, dict[str, Any]], str]] 
     "AWS::SNS::Subscription": _create_subscription,
     "AWS::Lambda::EventInvokeConfig": _create_event_invoke_config,
     "AWS::Logs::MetricFilter": _create_metric_filter,
+    "AWS::SSM::Document": _create_ssm_document,
 }
 
 

@@ -878,6 +878,12 @@ def _sqs_queue(call: ApiCall, facts: ResourceFacts) -> list[Request]:
     return [Request(f"sqs:{_SQS_ACTIONS[call.operation]}", queue_arn(call, _require(call, "QueueUrl")))]
 
 
+@_maps("sqs", "StartMessageMoveTask", "ListMessageMoveTasks")
+def _sqs_move_task(call: ApiCall, facts: ResourceFacts) -> list[Request]:
+    """A DLQ redrive is authorized on its source queue (the DLQ), named by ARN."""
+    return [Request(f"sqs:{call.operation}", _require(call, "SourceArn"))]
+
+
 @_maps("sqs", "GetQueueUrl")
 def _sqs_queue_url(call: ApiCall, facts: ResourceFacts) -> list[Request]:
     account = call.params.get("QueueOwnerAWSAccountId") or call.account

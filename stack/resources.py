@@ -68,6 +68,7 @@ class StackResources:
     RedactFunctionName: str = ""
     FinalizeFunctionName: str = ""
     ReconcilerFunctionName: str = ""
+    RunbookFunctionName: str = ""
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: dict[str, str]) -> StackResources:

@@ -20,13 +20,18 @@ from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
 from runbooks.automation.redrive_plan import plan_redrive, use_move_task
-from runbooks.automation.remedies import run_remedy
+from runbooks.automation.remedies import DIAGNOSE_ONLY, REMEDIES, run_remedy
 from runbooks.automation.remedy_request import RemedyRequest
 from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
 from runbooks.catalog import Runbook, parse
 from stack.resources import StackResources
 
 DEFAULT_RATE = 10.0  # messages a second sent, replayed or quarantined by one run
+# The runbooks that change something when applied, in catalog order: the DLQ redrives and every
+# remedy but the diagnose-only ones (each gets an SSM Automation document: alarms/automation.py).
+ACTING_RUNBOOKS: tuple[Runbook, ...] = tuple(
+    runbook for runbook in Runbook if runbook in DLQ_OF_RUNBOOK or (runbook in REMEDIES and runbook not in DIAGNOSE_ONLY)
+)
 
 
 class Clients(Protocol):

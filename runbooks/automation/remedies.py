@@ -34,6 +34,9 @@ REMEDIES: dict[Runbook, Remedy] = {
     Runbook.DYNAMODB_THROTTLES: throttles.run,
 }
 
+# Runners that only diagnose: `apply` changes nothing.
+DIAGNOSE_ONLY: frozenset[Runbook] = frozenset(runbook for runbook, runner in REMEDIES.items() if runner is throttles.run)
+
 
 def run_remedy(request: RemedyRequest) -> RunbookResult | None:
     """The runbook's result, or None when it has no runner here (the engine's redrives, or none)."""

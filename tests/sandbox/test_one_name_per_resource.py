@@ -42,7 +42,7 @@ def test_every_named_output_is_what_the_functions_use_and_exists_once(sandbox: A
         name: sandbox.client("lambda").get_function_configuration(FunctionName=name)["Environment"]["Variables"]
         for name in existing["function"]
     }
-    assert len(environments) == 9  # the pipeline's eight and the reconciler
+    assert len(environments) == 10  # the pipeline's eight, the reconciler and the runbook function
 
     for output, variable in NAMED_OUTPUTS.items():
         used = {env[variable] for env in environments.values() if variable in env}

@@ -21,6 +21,7 @@ from pipeline.config import (
     minimum_of,
 )
 from pipeline.stack import DEFAULT_STACK_NAME, SERVICE_NAME, SERVICE_NAME_ENV, Function
+from runbooks.automation.handler import STACK_ENV_NAMES
 from stack.template import PROJECT_ROOT, functions, load_template
 
 SETTINGS_CLASSES = (Settings, ReconcileSettings)
@@ -78,7 +79,12 @@ def test_each_parameter_default_is_its_fields_default(parameter: str, variable: 
 
 def test_the_template_sets_only_variables_the_settings_read() -> None:
     ours = {name for name in template_variables() if not name.startswith(("POWERTOOLS_", "OTEL_"))}
-    assert ours <= ALL_ENV_NAMES, ours - ALL_ENV_NAMES
+    assert ours <= ALL_ENV_NAMES | STACK_ENV_NAMES, ours - ALL_ENV_NAMES - STACK_ENV_NAMES
+
+
+def test_the_runbook_function_is_given_every_name_of_the_stack_but_its_own() -> None:
+    variables = set(template_functions()[Function.RUNBOOK]["Properties"]["Environment"]["Variables"])
+    assert variables == STACK_ENV_NAMES - {f"{Function.RUNBOOK}Name"}
 
 
 def test_a_bound_and_a_type_are_checked_where_they_are_written() -> None:
@@ -119,8 +125,9 @@ def test_the_templates_functions_and_handlers_are_the_stacks() -> None:
 
 
 def test_the_makefiles_function_lists_are_the_stacks() -> None:
-    assert makefile_list("PIPELINE_FUNCTIONS") == [f.value for f in Function if not f.ships_monitors]
+    assert makefile_list("PIPELINE_FUNCTIONS") == [f.value for f in Function if not (f.ships_monitors or f.ships_runbooks)]
     assert makefile_list("RECONCILER_FUNCTIONS") == [f.value for f in Function if f.ships_monitors]
+    assert makefile_list("RUNBOOK_FUNCTIONS") == [f.value for f in Function if f.ships_runbooks]
 
 
 def test_one_service_name_deployed_and_local() -> None:

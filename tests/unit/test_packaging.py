@@ -38,6 +38,10 @@ MAKEFILE = PROJECT_ROOT / "Makefile"
 RUNTIME_PACKAGES = {"pipeline"}
 RECONCILER_PACKAGES = {"pipeline", "monitors"}
 RECONCILER = Function.RECONCILER
+# The runbook Lambda: the runbook automation, the stack's names and the monitors it uses.
+RUNBOOK_PACKAGES = {"pipeline", "monitors", "stack", "runbooks"}
+RUNBOOK = Function.RUNBOOK
+PACKAGES = {RECONCILER: RECONCILER_PACKAGES, RUNBOOK: RUNBOOK_PACKAGES}
 # Parts of the repository no function may ship or import.
 NOT_RUNTIME = {"sandbox", "pipeops", "stack", "tests", "bench", "samples", "docs", "dashboards", "alarms", "runbooks"}
 # Provided by the Lambda Python runtime, deliberately not in requirements.txt.
@@ -226,11 +230,11 @@ def test_a_build_without_artifacts_dir_refuses_to_run() -> None:
 @pytest.mark.parametrize("logical_id", sorted(functions()))
 def test_an_artifact_holds_the_runtime_packages_only(artifacts: dict[str, Path], logical_id: str) -> None:
     artifact = artifacts[logical_id]
-    expected = RECONCILER_PACKAGES if logical_id == RECONCILER else RUNTIME_PACKAGES
+    expected = PACKAGES.get(Function(logical_id), RUNTIME_PACKAGES)
     assert {entry.name for entry in artifact.iterdir()} == expected
     files = source_files(artifact)
     assert not [p for p in artifact.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
-    assert not {f for f in files if set(Path(f).parts) & NOT_RUNTIME}
+    assert not {f for f in files if set(Path(f).parts) & (NOT_RUNTIME - expected)}
     # The whole pipeline package, nothing less (a half-copied package fails at import on AWS).
     assert {f for f in files if f.startswith("pipeline/")} == {
         f"pipeline/{f}" for f in source_files(PROJECT_ROOT / "pipeline")
@@ -238,6 +242,18 @@ def test_an_artifact_holds_the_runtime_packages_only(artifacts: dict[str, Path],
     if logical_id == RECONCILER:
         assert {f for f in files if f.startswith("monitors/")} == {"monitors/__init__.py"} | {
             f"monitors/reconcile/{f}" for f in source_files(PROJECT_ROOT / "monitors" / "reconcile")
+        }
+    if logical_id == RUNBOOK:
+        assert {f for f in files if not f.startswith(("pipeline/", "monitors/reconcile/", "runbooks/automation/"))} == {
+            "monitors/__init__.py",
+            "monitors/failures.py",
+            "runbooks/__init__.py",
+            "runbooks/catalog.py",
+            "stack/__init__.py",
+            "stack/resources.py",
+        }
+        assert {f for f in files if f.startswith("runbooks/automation/")} == {
+            f"runbooks/automation/{f}" for f in source_files(PROJECT_ROOT / "runbooks" / "automation")
         }
     # The handler the template names is in the artifact.
     assert (artifact / (handler_module(logical_id).replace(".", "/") + ".py")).is_file()
@@ -315,13 +331,13 @@ def test_the_handler_imports_from_its_artifact_alone(
     assert result.returncode == 0, result.stderr
     loaded: dict[str, str | None] = json.loads(result.stdout)
     top_level = {name.split(".")[0] for name in loaded}
-    assert not top_level & NOT_RUNTIME
-    ours = {name: file for name, file in loaded.items() if name.split(".")[0] in RECONCILER_PACKAGES}
+    packages = PACKAGES.get(Function(logical_id), RUNTIME_PACKAGES)
+    assert not top_level & (NOT_RUNTIME - packages)
+    ours = {name: file for name, file in loaded.items() if name.split(".")[0] in RUNBOOK_PACKAGES}
     assert handler_module(logical_id) in ours
     for name, file in ours.items():
         assert file is not None and Path(file).is_relative_to(artifact), (name, file)
-    if logical_id != RECONCILER:
-        assert "monitors" not in top_level
+    assert top_level & RUNBOOK_PACKAGES <= packages
 
 
 # ------------------------------------------------------------------------------- span exporters

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pipeline.jobs import JobMessage
+from pipeline.stack import Function
 from pipeline.status import JobStatus
 from runbooks.automation.dead_letters import (
     MALFORMED,
@@ -181,14 +182,22 @@ def test_the_pacer_spaces_writes_and_zero_never_waits() -> None:
 
 
 def test_only_the_operator_side_can_send_to_the_quarantine_queue() -> None:
-    """No function's role, rule or mapping names the quarantine queue: nothing in the pipeline
-    writes to it, so a parked message never cycles back by itself. Only what watches it (its alarm,
-    the composite that pages, the dashboards) names it."""
+    """No pipeline function's role, rule or mapping names the quarantine queue: nothing in the
+    pipeline writes to it, so a parked message never cycles back by itself. Only what watches it
+    (its alarm, the composite that pages, the dashboards, the optional rule that starts its
+    runbook's document on that alarm) names it, and the runbook function (the
+    operator side, behind the SSM Automation documents) that parks messages there."""
     resources = load_template()["Resources"]
     assert resources["QuarantineQueue"]["Type"] == "AWS::SQS::Queue"
     assert "RedrivePolicy" not in resources["QuarantineQueue"]["Properties"]
-    naming = {resource["Type"] for resource in resources.values() if "QuarantineQueue" in json.dumps(resource)}
-    assert naming == {"AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::CloudWatch::Dashboard"}
+    naming = {
+        resource["Type"]
+        for name, resource in resources.items()
+        if name != Function.RUNBOOK and "QuarantineQueue" in json.dumps(resource)
+    }
+    # The AutoRemediate rule matches the quarantine alarm by its name (a dry run only).
+    assert naming == {"AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::CloudWatch::Dashboard", "AWS::Events::Rule"}
+    assert "QuarantineQueue" in json.dumps(resources[Function.RUNBOOK])
 
 
 def test_a_runbook_without_automation_is_an_error_that_points_at_its_page() -> None:

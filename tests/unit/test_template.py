@@ -16,8 +16,11 @@ import pytest
 from cfnlint.api import ManualArgs, lint, lint_file
 from packaging.requirements import Requirement
 
+from alarms.automation import AUTO_REMEDIATE_ROLE, AUTOMATION_ROLE
 from pipeline.config import ALL_ENV_NAMES
 from pipeline.stack import Function
+from runbooks.automation.engine import ACTING_RUNBOOKS
+from runbooks.automation.handler import STACK_ENV_NAMES
 from sandbox.template import DEFAULT_CODE_URI, package, transform
 from stack.template import PROJECT_ROOT, TEMPLATE_PATH, TemplateError, load_template
 
@@ -43,6 +46,7 @@ OUTPUTS = {
 # Actions that support no resource-level permissions, allowed on Resource "*" in one role each.
 WILDCARD_RESOURCE_ALLOWED = {
     "DetectFunctionRole": {"comprehend:DetectPiiEntities"},
+    "RunbookFunctionRole": {"cloudwatch:GetMetricData", "sts:GetCallerIdentity"},
     # Step Functions logging to CloudWatch Logs (vended logs delivery).
     "PipelineStateMachineRole": {
         "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
@@ -199,10 +203,14 @@ def test_transform_produces_the_expected_resources(cfn: dict[str, Any]) -> None:
         counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
     assert not [t for t in counts if t.startswith("AWS::Serverless::")]
     assert counts["AWS::Lambda::Function"] == len(HANDLERS)
-    assert counts["AWS::IAM::Role"] == len(HANDLERS) + 1
+    # + the state machine's, the automation documents' and the auto-remediation rules'.
+    assert counts["AWS::IAM::Role"] == len(HANDLERS) + 3
     assert counts["AWS::StepFunctions::StateMachine"] == 1
     assert counts["AWS::Lambda::EventSourceMapping"] == 1
-    assert counts["AWS::Events::Rule"] == 4  # S3 objects, execution status, batch and reconcile schedules
+    auto_rules = [name for name in cfn["Resources"] if name.startswith("RunbookAutoRemediate") and name != AUTO_REMEDIATE_ROLE]
+    # S3 objects, execution status, batch and reconcile schedules; an alarm's runbook document.
+    assert counts["AWS::Events::Rule"] == 4 + len(auto_rules) and auto_rules
+    assert counts["AWS::SSM::Document"] == len(ACTING_RUNBOOKS)
     assert counts["AWS::SQS::Queue"] == 6  # main, its DLQ, ingest's, the tracker's, the schedules', quarantine
     assert counts["AWS::DynamoDB::Table"] == 2
     assert counts["AWS::S3::Bucket"] == 3  # inputs, redacted outputs, working files (mappings)
@@ -359,7 +367,7 @@ def test_environment_variable_names_are_the_configured_ones(cfn: dict[str, Any])
         names = set(function["Properties"]["Environment"]["Variables"])
         unknown = {
             n for n in names if n not in ALL_ENV_NAMES and not n.startswith(("POWERTOOLS_", "OTEL_"))
-        }
+        } - (STACK_ENV_NAMES if logical_id == Function.RUNBOOK else set())
         assert not unknown, f"{logical_id} sets unknown variables {sorted(unknown)}"
         assert names >= SHARED_ENV, f"{logical_id} misses {sorted(SHARED_ENV - names)}"
         assert ("STATE_MACHINE_ARN" in names) == (logical_id in STATE_MACHINE_CLIENTS), logical_id
@@ -421,7 +429,7 @@ def test_comprehend_is_granted_only_when_it_is_the_detector(template: dict[str, 
 def test_managed_policies_are_only_the_lambda_service_roles(cfn: dict[str, Any]) -> None:
     for logical_id, role in resources_of_type(cfn, "AWS::IAM::Role").items():
         managed = role["Properties"].get("ManagedPolicyArns", [])
-        if logical_id == "PipelineStateMachineRole":
+        if logical_id in ("PipelineStateMachineRole", AUTOMATION_ROLE, AUTO_REMEDIATE_ROLE):
             assert managed == []
         elif logical_id == "RouterFunctionRole":  # added by SAM for the SQS event source
             assert managed == [BASIC_EXECUTION, SQS_POLLER]

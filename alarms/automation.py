@@ -1,0 +1,190 @@
+"""The SSM Automation documents, one per acting runbook, built from the runbook and alarm catalogs.
+
+Each document runs the runbook Lambda (RunbookFunction: the same code as `pipeops runbook run`):
+diagnose with DryRun true, end there unless DryRun is false, wait for an approval, then apply.
+DryRun defaults to true, so starting a document changes nothing unless asked. With the template
+parameter AutoRemediate set to "true", an alarm of this stack going to ALARM starts the matching
+document as a dry run only: the evidence lands in the execution, a person approves any action.
+`pipeops template build` writes these resources into template.yaml with the alarms.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from alarms.catalog import AlarmSpec
+from alarms.cloudformation import alarm_name
+from pipeline.stack import Function
+from runbooks.automation.engine import ACTING_RUNBOOKS
+from runbooks.catalog import Runbook
+
+AUTOMATION_ROLE = "RunbookAutomationRole"
+AUTO_REMEDIATE_ROLE = "RunbookAutoRemediateRole"
+AUTO_REMEDIATE_CONDITION = "AutoRemediateOn"  # template.yaml: AutoRemediate is "true"
+DIAGNOSE, BRANCH, APPROVE, APPLY = "diagnose", "applyOrEnd", "approve", "apply"
+
+
+def _pascal(runbook: Runbook) -> str:
+    return "".join(part.capitalize() for part in runbook.value.split("-"))
+
+
+def document_id(runbook: Runbook) -> str:
+    return f"RunbookDocument{_pascal(runbook)}"
+
+
+def _invoke(runbook: Runbook, *, dry_run: bool, next_step: str | None) -> dict[str, Any]:
+    """A RunbookFunction invocation whose verdict, evidence and exit code become step outputs."""
+    step: dict[str, Any] = {
+        "name": DIAGNOSE if dry_run else APPLY,
+        "action": "aws:invokeLambdaFunction",
+        "onFailure": "Abort",
+        "inputs": {
+            "FunctionName": {"Ref": Function.RUNBOOK.value},
+            "Payload": json.dumps({"RunbookId": runbook.value, "DryRun": dry_run}),
+        },
+        "outputs": [
+            {"Name": "verdict", "Selector": "$.Payload.verdict", "Type": "String"},
+            {"Name": "exit_code", "Selector": "$.Payload.exit_code", "Type": "Integer"},
+            {"Name": "evidence", "Selector": "$.Payload.evidence", "Type": "StringMap"},
+        ],
+    }
+    if next_step is None:
+        step["isEnd"] = True
+    else:
+        step["nextStep"] = next_step
+    return step
+
+
+def content(runbook: Runbook) -> dict[str, Any]:
+    """The document (schemaVersion 0.3): diagnose, branch on DryRun, approve, apply."""
+    return {
+        "schemaVersion": "0.3",
+        "description": f"pipeops runbook {runbook.value}: {runbook.page_title}. Dry run unless DryRun is false; "
+        f"an approval comes before any change. Page: runbooks/{runbook.value}.md",
+        "assumeRole": "{{ AutomationAssumeRole }}",
+        "parameters": {
+            "DryRun": {"type": "Boolean", "default": True, "description": "Diagnose and plan only (the default)."},
+            "AutomationAssumeRole": {
+                "type": "String",
+                "default": {"Fn::GetAtt": [AUTOMATION_ROLE, "Arn"]},
+                "description": "The role the automation runs as: it may only invoke the runbook function.",
+            },
+            "Approvers": {
+                "type": "StringList",
+                "description": "Who may approve the apply (IAM users, roles or groups); asked only when DryRun is false.",
+            },
+        },
+        "mainSteps": [
+            _invoke(runbook, dry_run=True, next_step=BRANCH),
+            {
+                "name": BRANCH,
+                "action": "aws:branch",
+                "isEnd": True,  # no choice matched: DryRun is true, the diagnosis is the result
+                "inputs": {"Choices": [{"NextStep": APPROVE, "Variable": "{{ DryRun }}", "BooleanEquals": False}]},
+            },
+            {
+                "name": APPROVE,
+                "action": "aws:approve",
+                "onFailure": "Abort",
+                "nextStep": APPLY,
+                "inputs": {
+                    "Approvers": "{{ Approvers }}",
+                    "MinRequiredApprovals": 1,
+                    "Message": f"Apply the plan of runbook {runbook.value}: see the {DIAGNOSE} step's outputs.",
+                },
+            },
+            _invoke(runbook, dry_run=False, next_step=None),
+        ],
+        "outputs": [f"{step}.{name}" for step in (DIAGNOSE, APPLY) for name in ("verdict", "exit_code", "evidence")],
+    }
+
+
+def _roles() -> dict[str, Any]:
+    return {
+        AUTOMATION_ROLE: {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": _assumed_by("ssm.amazonaws.com"),
+                "Policies": [
+                    _policy("invoke-runbook-function", ["lambda:InvokeFunction"], {"Fn::GetAtt": [Function.RUNBOOK.value, "Arn"]})
+                ],
+            },
+        }
+    }
+
+
+def _assumed_by(service: str) -> dict[str, Any]:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+    }
+
+
+def _policy(name: str, actions: list[str], resource: Any) -> dict[str, Any]:
+    return {
+        "PolicyName": name,
+        "PolicyDocument": {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": resource}]},
+    }
+
+
+def _definition_arn(runbook: Runbook) -> dict[str, Any]:
+    return {
+        "Fn::Sub": f"arn:${{AWS::Partition}}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:automation-definition/${{{document_id(runbook)}}}:$DEFAULT"
+    }
+
+
+def _auto_remediation(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
+    """Per acting runbook its alarms name: a rule that starts its document, DryRun true only."""
+    alarms = {runbook: [alarm_name(spec.name_suffix) for spec in specs if spec.runbook is runbook] for runbook in ACTING_RUNBOOKS}
+    started = [runbook for runbook in ACTING_RUNBOOKS if alarms[runbook]]
+    role = f"${{{AUTOMATION_ROLE}.Arn}}"
+    out: dict[str, Any] = {
+        AUTO_REMEDIATE_ROLE: {
+            "Type": "AWS::IAM::Role",
+            "Condition": AUTO_REMEDIATE_CONDITION,
+            "Properties": {
+                "AssumeRolePolicyDocument": _assumed_by("events.amazonaws.com"),
+                "Policies": [
+                    _policy("start-runbook-documents", ["ssm:StartAutomationExecution"], [_definition_arn(r) for r in started]),
+                    _policy("pass-automation-role", ["iam:PassRole"], {"Fn::GetAtt": [AUTOMATION_ROLE, "Arn"]}),
+                ],
+            },
+        }
+    }
+    for runbook in started:
+        out[f"RunbookAutoRemediate{_pascal(runbook)}"] = {
+            "Type": "AWS::Events::Rule",
+            "Condition": AUTO_REMEDIATE_CONDITION,
+            "Properties": {
+                "Description": f"An alarm of runbook {runbook.value} in ALARM: its document, as a dry run.",
+                "EventPattern": {
+                    "source": ["aws.cloudwatch"],
+                    "detail-type": ["CloudWatch Alarm State Change"],
+                    "detail": {"alarmName": alarms[runbook], "state": {"value": ["ALARM"]}},
+                },
+                "Targets": [
+                    {
+                        "Id": "document",
+                        "Arn": _definition_arn(runbook),
+                        "RoleArn": {"Fn::GetAtt": [AUTO_REMEDIATE_ROLE, "Arn"]},
+                        # Never an apply: DryRun true. Approvers only because the document requires it.
+                        "Input": {"Fn::Sub": json.dumps({"DryRun": ["true"], "AutomationAssumeRole": [role], "Approvers": [role]})},
+                    }
+                ],
+            },
+        }
+    return out
+
+
+def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
+    """Every acting runbook's document, the role they run as, and the optional alarm rules."""
+    documents = {
+        document_id(runbook): {
+            "Type": "AWS::SSM::Document",
+            "Properties": {"DocumentType": "Automation", "DocumentFormat": "JSON", "Content": content(runbook)},
+        }
+        for runbook in ACTING_RUNBOOKS
+    }
+    return documents | _roles() | _auto_remediation(specs)
