@@ -23,8 +23,9 @@ from moto import mock_aws
 
 from pipeline import config
 from pipeline.handlers import _wiring
+from pipeline.jobs import JobMessage, RunRef
 from pipeline.stores.claims import ClaimsStore
-from pipeline.stores.tracking import TrackingStore
+from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 from sandbox.clock import TimeScale
 
 REGION = "us-east-1"
@@ -342,6 +343,30 @@ def create_pk_table(ddb: Any, name: str) -> None:
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
+
+
+# -- reading and feeding a sandbox's stack (the e2e tests')
+
+
+def depth(sandbox: Any, output: str) -> int:
+    attributes = sandbox.client("sqs").get_queue_attributes(
+        QueueUrl=sandbox.outputs[output],
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return sum(int(value) for value in attributes.values())
+
+def runs(sandbox: Any) -> list[RunRecord]:
+    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
+    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
+
+def put(sandbox: Any, key: str) -> None:
+    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=b"mail ann@corp.example\n")
+
+def send(sandbox: Any, output: str, body: str) -> None:
+    sandbox.client("sqs").send_message(QueueUrl=sandbox.outputs[output], MessageBody=body)
+
+def job_message(sandbox: Any, run: RunRef) -> str:
+    return JobMessage(run.job_id, run.started_at, sandbox.outputs["InputBucketName"]).to_json()
 
 
 def alarm_states(sandbox: Any) -> dict[str, str]:

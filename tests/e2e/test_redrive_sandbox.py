@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.audit import AUDIT_PREFIX
 from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
+from pipeline.stores.tracking import RunRecord, TrackingStore
 from runbooks.automation.engine import run_runbook
 from runbooks.automation.result import RunbookResult
 from stack.resources import StackResources
+from tests.conftest import depth, job_message, put, runs, send
 
 pytestmark = pytest.mark.slow
 
@@ -47,19 +48,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def depth(sandbox: Any, output: str) -> int:
-    attributes = sandbox.client("sqs").get_queue_attributes(
-        QueueUrl=sandbox.outputs[output],
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"],
-    )["Attributes"]
-    return sum(int(value) for value in attributes.values())
-
-
-def runs(sandbox: Any) -> list[RunRecord]:
-    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
-    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
-
-
 def executions(sandbox: Any) -> Counter[str]:
     pages = sandbox.client("stepfunctions").get_paginator("list_executions").paginate(stateMachineArn=sandbox.outputs["StateMachineArn"])
     return Counter(execution["name"] for page in pages for execution in page["executions"])
@@ -72,18 +60,6 @@ def audits(sandbox: Any) -> list[dict[str, Any]]:
 
 def is_terminal_status(event: dict[str, Any]) -> bool:
     return event.get("detail-type") == "Step Functions Execution Status Change" and event["detail"]["status"] == "SUCCEEDED"
-
-
-def put(sandbox: Any, key: str) -> None:
-    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=b"mail ann@corp.example\n")
-
-
-def send(sandbox: Any, output: str, body: str) -> None:
-    sandbox.client("sqs").send_message(QueueUrl=sandbox.outputs[output], MessageBody=body)
-
-
-def job_message(sandbox: Any, run: RunRef) -> str:
-    return JobMessage(run.job_id, run.started_at, sandbox.outputs["InputBucketName"]).to_json()
 
 
 def route(sandbox: Any, *, enabled: bool) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from alarms.automation import document_id
 from runbooks.automation.engine import ACTING_RUNBOOKS
-from tests.e2e.test_redrive_sandbox import depth, job_message, put, runs, send
+from tests.conftest import depth, job_message, put, runs, send
 
 pytestmark = pytest.mark.slow
 
