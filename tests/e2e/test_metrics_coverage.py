@@ -156,6 +156,11 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
             FunctionName=sandbox.outputs["ReconcilerFunctionName"], Payload=json.dumps({"dry_run": True}).encode()
         )
         assert "FunctionError" not in invoked
+    # The runbook function runs only when a person or an Automation document asks: a dry run feeds it.
+    asked = sandbox.client("lambda").invoke(
+        FunctionName=sandbox.outputs["RunbookFunctionName"], Payload=json.dumps({"RunbookId": "dlq-messages", "DryRun": True}).encode()
+    )
+    assert "FunctionError" not in asked
     assert sandbox.wait_until_idle(120)
 
     template = load_template()
