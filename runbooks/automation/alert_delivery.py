@@ -16,11 +16,12 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline.stack import Function
+from runbooks.automation.remedy_request import Clients
 from runbooks.automation.result import ActionOutcome, ActionResult, PlannedAction, RunbookResult, Verdict
 from runbooks.catalog import Runbook
 from stack.resources import StackResources
@@ -33,10 +34,6 @@ CLOUDWATCH = "cloudwatch.amazonaws.com"
 KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 AWS_MANAGED_SNS_KEY = "alias/aws/sns"
 PENDING = "PendingConfirmation"
-
-
-class Clients(Protocol):
-    def client(self, service: str) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -21,7 +21,7 @@ from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
 from runbooks.automation.redrive_plan import plan_redrive, use_move_task
 from runbooks.automation.remedies import DIAGNOSE_ONLY, REMEDIES, run_remedy
-from runbooks.automation.remedy_request import RemedyRequest
+from runbooks.automation.remedy_request import Clients, RemedyRequest, caller_arn
 from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
 from runbooks.catalog import Runbook, parse
 from stack.resources import StackResources
@@ -32,12 +32,6 @@ DEFAULT_RATE = 10.0  # messages a second sent, replayed or quarantined by one ru
 ACTING_RUNBOOKS: tuple[Runbook, ...] = tuple(
     runbook for runbook in Runbook if runbook in DLQ_OF_RUNBOOK or (runbook in REMEDIES and runbook not in DIAGNOSE_ONLY)
 )
-
-
-class Clients(Protocol):
-    """Anything that hands out boto3 clients: the CLI's Connection, the sandbox."""
-
-    def client(self, service: str) -> Any: ...
 
 
 def utc_now() -> datetime:
@@ -107,11 +101,3 @@ def run_redrive(runbook: Runbook, redrive: DlqRedrive, *, apply: bool, groups: C
     verified = redrive.verify()
     verdict = Verdict.CLEARED if verified["remaining"] == 0 else Verdict.REMAINS
     return RunbookResult(runbook.value, evidence, plan, outcomes, verdict, verified, applied=True)
-
-
-def caller_arn(clients: Clients) -> str:
-    """Who applies, for the audit record's `by`."""
-    try:
-        return str(clients.client("sts").get_caller_identity()["Arn"])
-    except Exception:  # no STS answer (a sandbox without it): still audited, as unknown
-        return "unknown"

@@ -12,7 +12,17 @@ from stack.resources import StackResources
 
 
 class Clients(Protocol):
+    """Anything that hands out boto3 clients: the CLI's Connection, the sandbox."""
+
     def client(self, service: str) -> Any: ...
+
+
+def caller_arn(clients: Clients) -> str:
+    """Who applies, for the audit record's `by`."""
+    try:
+        return str(clients.client("sts").get_caller_identity()["Arn"])
+    except Exception:  # no STS answer (a sandbox without it): still audited, as unknown
+        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -35,12 +45,7 @@ class RemedyRequest:
 
     def who(self) -> str:
         """Who applies, for the audit record's `by`: the given actor, else the caller's ARN."""
-        if self.actor:
-            return self.actor
-        try:
-            return str(self.client("sts").get_caller_identity()["Arn"])
-        except Exception:  # no STS answer (a sandbox without it): still audited, as unknown
-            return "unknown"
+        return self.actor or caller_arn(self.clients)
 
     def chosen(self, option: str) -> tuple[str, ...]:
         """The names of `option` (e.g. `holders`), else the selection, else none; each once."""
