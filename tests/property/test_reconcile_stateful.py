@@ -63,6 +63,7 @@ from pipeline.config import ReconcileSettings, Settings
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.routing import Router, StartExecutionError
 from pipeline.status import ExecutionStatus, JobStatus
+from pipeline.stores.tracking import RunRecord
 from pipeline.tracker import StatusChange, track
 from tests.property.memory import (
     MemoryAudit,
@@ -422,7 +423,7 @@ class ReconcileRaces(RuleBasedStateMachine):
         assert state.active_count == len(running)
         again = plan(self.reconcilers[0].observe())
         assert not SLOT_FINDINGS & {finding.kind for finding in again.findings}, again.findings
-        all_old = all(self._age(_parse(record.updated_at)) > GRACE for record in self.run_index.active_runs()) and all(
+        all_old = all(self._age(_announced_until(record)) > GRACE for record in self.run_index.active_runs()) and all(
             self._age(execution.stopped_at) > GRACE
             for execution in self.executions.executions.values()
             if execution.stopped_at is not None
@@ -734,6 +735,13 @@ def _parse(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+def _announced_until(record: RunRecord) -> datetime:
+    """A run's last change or its announce deadline, whichever is later: a message for it may be
+    on its way until then, and the reconciler announces it again only a grace after that."""
+    changed = _parse(record.updated_at)
+    return max(changed, _parse(record.announce_deadline)) if record.announce_deadline else changed
+
+
 # -- a slow observation: the regression, call by call ----------------------------------------------
 
 
@@ -756,6 +764,30 @@ def test_a_router_that_starts_after_a_slow_reconciler_described_its_name_keeps_i
         machine._finish(watcher)
         assert not machine.violations, machine.violations
         assert set(machine._running(router_started=True)) <= set(machine.semaphore.holders)
+    finally:
+        machine.teardown()
+
+
+def test_a_reannounced_message_lost_again_is_announced_once_more_a_grace_later() -> None:
+    """Found by the state machine: a router dies before StartExecution and its message is lost;
+    the reconciler releases the slot and announces the run again; that message is lost too. The
+    run is not forgotten: its announce deadline restarted, so a grace later it is announced again."""
+    machine = ReconcileRaces()
+    try:
+        machine.configure(1, 0.5, 1)
+        machine.router_receives(0, "dies before StartExecution, message lost", "starts")
+        machine.clock_advances(125)
+        machine.reconcile_now()  # releases the slot, announces job0 again
+        assert len(machine.queue) == 1
+        machine.router_receives(0, "its first call", "starts")
+        machine.step(0, "die, input lost")
+        assert not machine.queue and not machine.live
+        machine.reconcile_now()  # within the grace of the new announcement: it waits
+        assert not machine.queue
+        machine.clock_advances(int(GRACE) + 1)
+        machine.reconcile_now()
+        assert [message.job_id for message in machine.queue] == ["job0/"]
+        assert not machine.violations, machine.violations
     finally:
         machine.teardown()
 
