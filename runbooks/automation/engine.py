@@ -20,8 +20,8 @@ from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
 from runbooks.automation.redrive_plan import plan_redrive, use_move_task
-from runbooks.automation.remedies import DIAGNOSE_ONLY, REMEDIES, run_remedy
-from runbooks.automation.remedy_request import Clients, RemedyRequest, caller_arn
+from runbooks.automation.remedies import DIAGNOSE_ONLY, RECONCILER, REMEDIES, RERUNS, run_remedy
+from runbooks.automation.remedy_request import Clients, RemedyRequest, Selection, caller_arn
 from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
 from runbooks.catalog import Runbook, parse
 from stack.resources import StackResources
@@ -32,6 +32,21 @@ DEFAULT_RATE = 10.0  # messages a second sent, replayed or quarantined by one ru
 ACTING_RUNBOOKS: tuple[Runbook, ...] = tuple(
     runbook for runbook in Runbook if runbook in DLQ_OF_RUNBOOK or (runbook in REMEDIES and runbook not in DIAGNOSE_ONLY)
 )
+
+
+def selections(runbook: Runbook) -> tuple[Selection, ...]:
+    """What an operator may pick for one run of `runbook` (its document's parameters, its
+    function event's fields): the DLQ groups of a redrive, the holders of implausible-drift (it
+    never applies without them), the runs of a re-run, the grace of a reconciler runbook."""
+    if runbook in DLQ_OF_RUNBOOK:
+        return (Selection.GROUPS,)
+    if runbook is Runbook.IMPLAUSIBLE_DRIFT:
+        return (Selection.HOLDERS, Selection.GRACE_SECONDS)
+    if runbook in RECONCILER:
+        return (Selection.GRACE_SECONDS,)
+    if runbook in RERUNS:
+        return (Selection.RUNS,)
+    return ()
 
 
 def utc_now() -> datetime:
