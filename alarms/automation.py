@@ -81,6 +81,7 @@ def _invoke(runbook: Runbook, *, dry_run: bool, next_step: str | None) -> dict[s
             {"Name": "verdict", "Selector": "$.Payload.verdict", "Type": "String"},
             {"Name": "exit_code", "Selector": "$.Payload.exit_code", "Type": "Integer"},
             {"Name": "evidence", "Selector": "$.Payload.evidence", "Type": "StringMap"},
+            {"Name": "error", "Selector": "$.Payload.error", "Type": "String"},  # "" unless the verdict is error
         ],
     }
     if next_step is None:
@@ -131,7 +132,7 @@ def content(runbook: Runbook) -> dict[str, Any]:
             },
             _invoke(runbook, dry_run=False, next_step=None),
         ],
-        "outputs": [f"{step}.{name}" for step in (DIAGNOSE, APPLY) for name in ("verdict", "exit_code", "evidence")],
+        "outputs": [f"{step}.{name}" for step in (DIAGNOSE, APPLY) for name in ("verdict", "exit_code", "evidence", "error")],
     }
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,6 +367,32 @@ def send(sandbox: Any, output: str, body: str) -> None:
 
 def job_message(sandbox: Any, run: RunRef) -> str:
     return JobMessage(run.job_id, run.started_at, sandbox.outputs["InputBucketName"]).to_json()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Poll `predicate` (never a timing assertion: the timeout only ends a test that hangs)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def held_off(sandbox: Any) -> Any:
+    """The scheduled reconciler held off, so that a test sees the condition it induced."""
+    sandbox.client("events").disable_rule(Name=sandbox.deployment.resources["ReconcilerFunctionSchedule"])
+    return sandbox
+
+
+def edit_count(sandbox: Any, count: int) -> None:
+    """A hand edit of the semaphore's active_count (what counter-drift repairs)."""
+    sandbox.client("dynamodb").update_item(
+        TableName=sandbox.outputs["CoordinationTableName"],
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :n ADD version :one",
+        ExpressionAttributeValues={":n": {"N": str(count)}, ":one": {"N": "1"}},
+    )
 
 
 def alarm_states(sandbox: Any) -> dict[str, str]:

@@ -8,17 +8,18 @@ automation yet answers with an error result that points at its page. The DLQ red
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pipeline.stores.audit import AuditStore
+from pipeline.stores.audit import AuditStore, AuditStream
 from pipeline.stores.tracking import TrackingStore
 from runbooks.automation.alert_delivery import run_alert_delivery
 from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
-from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
+from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code, verify_queues
 from runbooks.automation.redrive_plan import plan_redrive, use_move_task
 from runbooks.automation.remedies import DIAGNOSE_ONLY, RECONCILER, REMEDIES, RERUNS, run_remedy
 from runbooks.automation.remedy_request import Clients, RemedyRequest, Selection, caller_arn
@@ -83,7 +84,7 @@ def run_runbook(
             endpoints=DlqEndpoints.of(kind, resources),
             sqs=clients.client("sqs"),
             lambda_client=clients.client("lambda"),
-            audit=AuditStore(resources.CoordinationTableName, clients.client("dynamodb")),
+            audit=AuditStore(resources.CoordinationTableName, clients.client("dynamodb"), AuditStream.RUNBOOK),
             tracking=TrackingStore(resources.TrackingTableName, clients.client("dynamodb")),
             actor=actor or caller_arn(clients),
             clock=clock,
@@ -116,3 +117,18 @@ def run_redrive(runbook: Runbook, redrive: DlqRedrive, *, apply: bool, groups: C
     verified = redrive.verify()
     verdict = Verdict.CLEARED if verified["remaining"] == 0 else Verdict.REMAINS
     return RunbookResult(runbook.value, evidence, plan, outcomes, verdict, verified, applied=True)
+
+
+def with_verified(result: RunbookResult, verified: Mapping[str, Any]) -> RunbookResult:
+    """A redrive's result with the DLQ read again: cleared when nothing remains. Pure."""
+    verdict = Verdict.CLEARED if verified["remaining"] == 0 else Verdict.REMAINS
+    return replace(result, verified=dict(verified), verdict=verdict)
+
+
+def reverify(result: RunbookResult, resources: StackResources, clients: Clients) -> RunbookResult:
+    """A redrive's verdict once its SQS move task has ended (the caller waited for it: see
+    pipeops.move_watch): the verdict the run returned said "remains" while SQS was still moving."""
+    kind = DLQ_OF_RUNBOOK.get(parse(result.id))
+    if kind is None or result.verdict is Verdict.ERROR or not result.applied:
+        return result
+    return with_verified(result, verify_queues(clients.client("sqs"), DlqEndpoints.of(kind, resources)))

@@ -297,9 +297,14 @@ class DlqRedrive:
     # -- verify ---------------------------------------------------------------------------------------
 
     def verify(self) -> dict[str, Any]:
-        depth = queue_depth(self.sqs, self.endpoints.queue_url)
-        quarantine = queue_depth(self.sqs, self.endpoints.quarantine_url) if self.endpoints.quarantine_url else {}
-        return {"depth": depth, "remaining": sum(depth.values()), "quarantine_depth": sum(quarantine.values())}
+        return verify_queues(self.sqs, self.endpoints)
+
+
+def verify_queues(sqs: Any, endpoints: DlqEndpoints) -> dict[str, Any]:
+    """The DLQ read again: what remains in it, and what the quarantine holds."""
+    depth = queue_depth(sqs, endpoints.queue_url)
+    quarantine = queue_depth(sqs, endpoints.quarantine_url) if endpoints.quarantine_url else {}
+    return {"depth": depth, "remaining": sum(depth.values()), "quarantine_depth": sum(quarantine.values())}
 
 
 # -- small SQS reads shared with the caller ---------------------------------------------------------
