@@ -39,6 +39,12 @@ def document_id(runbook: Runbook) -> str:
     return f"RunbookDocument{_pascal(runbook)}"
 
 
+def document_name(runbook: Runbook) -> str:
+    """The document's name, given (not generated) so that the AutoRemediate rules and their role
+    name it without a reference to the document resource; `Fn::Sub` text."""
+    return f"${{AWS::StackName}}-runbook-{runbook.value}"
+
+
 # The document parameter of each selection: typed as the function event reads it (handler.py).
 SELECTION_PARAMETERS: dict[Selection, dict[str, Any]] = {
     Selection.GROUPS: {
@@ -166,7 +172,7 @@ def _policy(name: str, actions: list[str], resource: Any) -> dict[str, Any]:
 
 def _definition_arn(runbook: Runbook) -> dict[str, Any]:
     return {
-        "Fn::Sub": f"arn:${{AWS::Partition}}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:automation-definition/${{{document_id(runbook)}}}:$DEFAULT"
+        "Fn::Sub": f"arn:${{AWS::Partition}}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:automation-definition/{document_name(runbook)}:$DEFAULT"
     }
 
 
@@ -226,7 +232,14 @@ def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
     documents = {
         document_id(runbook): {
             "Type": "AWS::SSM::Document",
-            "Properties": {"DocumentType": "Automation", "DocumentFormat": "JSON", "Content": content(runbook)},
+            "Properties": {
+                "Name": {"Fn::Sub": document_name(runbook)},
+                # A named document is updated in place: a new version, made the default.
+                "UpdateMethod": "NewVersion",
+                "DocumentType": "Automation",
+                "DocumentFormat": "JSON",
+                "Content": content(runbook),
+            },
         }
         for runbook in ACTING_RUNBOOKS
     }

@@ -131,6 +131,15 @@ def dry_then_applied(sandbox: Any, runbook: Runbook, unchanged: Callable[[], Any
     return applied
 
 
+def execution_ended(event: Mapping[str, Any], execution_name: str) -> bool:
+    detail = event.get("detail", {})
+    return (
+        event.get("detail-type") == "Step Functions Execution Status Change"
+        and detail.get("status") == "SUCCEEDED"
+        and detail.get("name") == execution_name
+    )
+
+
 def semaphore(sandbox: Any) -> Semaphore:
     return Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb"))
 
@@ -167,7 +176,10 @@ def test_the_redrive_documents_act_on_the_groups_named_and_replay_events(make_sa
     dry_then_applied(sandbox, Runbook.INGEST_DLQ, lambda: (depth(sandbox, "IngestDeadLetterQueueUrl"), len(runs(sandbox))))
     wait_for(lambda: sorted(r.status for r in runs(sandbox)) == [JobStatus.COMPLETE] * 2, 180)
 
-    wait_for(lambda: sandbox.bus.expire_held(tracker_rule) == 1 or depth(sandbox, "TrackerDeadLetterQueueUrl") == 1, 60)
+    [late] = [r for r in runs(sandbox) if r.files == ("late.txt",)]
+    wait_for(lambda: any(execution_ended(event, late.execution_name) for event in sandbox.bus.emitted_events()), 120)
+    assert sandbox.bus.wait_until_idle(30)  # its end event is held at the paused rule (expire_held resumes it)
+    assert sandbox.bus.expire_held(tracker_rule) == 1 and depth(sandbox, "TrackerDeadLetterQueueUrl") == 1
     assert semaphore(sandbox).read().active_count == 1  # the tracker never heard the execution end: its slot leaked
     dry_then_applied(sandbox, Runbook.TRACKER_DLQ, lambda: (depth(sandbox, "TrackerDeadLetterQueueUrl"), semaphore(sandbox).read()))
     state = semaphore(sandbox).read()
