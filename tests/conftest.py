@@ -14,6 +14,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from monitors.snapshot import QueueDepth, Snapshot
 from pipeline import config
 from pipeline.handlers import _wiring
-from pipeline.jobs import JobMessage, RunRef
+from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 from sandbox.clock import TimeScale
@@ -431,6 +433,19 @@ LAMBDA_TRUST = {
         }
     ],
 }
+
+
+def quiet_snapshot(taken_at: datetime) -> Snapshot:
+    """A status snapshot with nothing queued, nothing dead-lettered: one thing is changed per case."""
+    return Snapshot(
+        taken_at=format_timestamp(taken_at),
+        main_queue=QueueDepth(0, 0, 0),
+        dead_letter_depth=0,
+        tracker_dead_letter_depth=0,
+        ingest_dead_letter_depth=0,
+        quarantine_depth=0,
+        oldest_message_age_seconds=None,
+    )
 
 
 def placeholder_zip() -> bytes:

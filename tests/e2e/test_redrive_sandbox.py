@@ -166,7 +166,9 @@ def test_two_redrives_at_once_start_each_run_once(sandbox: Any) -> None:
     reports = [r.to_dict() for r in results]
     assert all(r.exit_code in (0, 1) for r in results), reports
     handled = sum(outcome.action.count for r in results for outcome in r.actions)
-    assert handled == 2 * len(keys), reports  # every message acted on by exactly one of the two
+    # Every message acted on; a standard queue may hand one message to both receivers (at-least-once
+    # delivery, as moto's threads do under load), so only the runs below must be exactly once.
+    assert handled >= 2 * len(keys), reports
     assert sandbox.wait_until_idle(180)
     assert executions(sandbox) == Counter({r.run.execution_name: 1 for r in queued})
     assert all(r.status is JobStatus.COMPLETE for r in runs(sandbox)), runs(sandbox)
