@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from pipeline.pii.checksums import IBAN_LENGTHS, card_brand, is_valid_card, is_valid_iban, is_valid_ssn
-from pipeline.pii.context import ContextIndex, Topic
+from pipeline.pii.context import WINDOW, ContextIndex, Topic, may_mention, mentions
 from pipeline.pii.types import DEFAULT_PHONE_REGIONS, EntityType, PiiEntity, resolve_overlaps
 
 Span = tuple[int, int]
@@ -40,17 +40,24 @@ class _Scan:
 
     def an_identifier(self, start: int, own: Topic) -> bool:
         """Whether a label calls the value at `start` an order, ticket, part ... number (and not `own`)."""
+        if not may_mention(self.text[max(0, start - WINDOW) : start], Topic.REFERENCE) and not mentions(
+            self.context.column_header(start), Topic.REFERENCE
+        ):
+            return False  # no identifier word just before nor in its column's header: most values
         return self.labelled(start, Topic.REFERENCE) and not self.labelled(start, own)
 
     def sibling_of_non_pii(
-        self, match: re.Match[str], not_pii: Callable[[int], bool], label: re.Pattern[str]
+        self, match: re.Match[str], not_pii: Callable[[int], bool], label: re.Pattern[str], hint: Callable[[str], bool]
     ) -> bool:
         """Whether the value is one of a pair joined by "to", "and", "replaces" ... whose other value
         is labelled as no PII: "from 2.5.6.18 to version 2.5.7.0", "part no. 075-78-1549 replaces
-        453-44-1827" name two of a kind. `label` is that label, cut from between the two."""
+        453-44-1827" name two of a kind. `label` is that label, cut from between the two; `hint`
+        a cheap necessary condition for it (a word of the label)."""
         start, end = match.span("pii")
-        pattern = match.re
-        for other in pattern.finditer(self.text, max(0, start - _PAIR_REACH), min(len(self.text), end + _PAIR_REACH)):
+        low, high = max(0, start - _PAIR_REACH), min(len(self.text), end + _PAIR_REACH)
+        if not hint(self.text[low:high]):
+            return False  # no such label near: the common case, decided by one search
+        for other in match.re.finditer(self.text, low, high):
             other_start, other_end = other.span("pii")
             if other_start == start:
                 continue
@@ -196,7 +203,9 @@ def _phone_reading(value: str, scan: _Scan, start: int) -> bool:
     if _DECIMAL.match(value) or _PARENS_LATE.search(value) or _DATE.match(value):
         return False
     if _unlabelled_phone(value, scan.phone_regions):
-        return not scan.an_identifier(start, Topic.PHONE)  # "case 612 761 2516"
+        # "case 612 761 2516": a national number after an identifier's label is that identifier
+        # ("+" and "00" numbers are written only for phones: no label asked, no cost paid).
+        return value.startswith(("+", "00")) or not scan.an_identifier(start, Topic.PHONE)
     # A label says what the value is: read it for every region, printed any way (still valid).
     from pipeline.pii.phones import read_labelled_phone
 
@@ -258,10 +267,16 @@ def _ssn(match: re.Match[str], scan: _Scan) -> Span | None:
         return None
     if scan.an_identifier(start, Topic.SSN) or (
         not scan.labelled(start, Topic.SSN)
-        and scan.sibling_of_non_pii(match, lambda other: scan.an_identifier(other, Topic.SSN), _REFERENCE_TAIL)
+        and scan.sibling_of_non_pii(
+            match, lambda other: scan.an_identifier(other, Topic.SSN), _REFERENCE_TAIL, _reference_hint
+        )
     ):
         return None  # "Part no. 075-78-1549", "Ticket 697-30-8372": the label says what it is
     return start, end
+
+
+def _reference_hint(text: str) -> bool:
+    return may_mention(text, Topic.REFERENCE)
 
 
 def _labelled_ssn(match: re.Match[str], scan: _Scan) -> Span | None:
@@ -311,8 +326,10 @@ def _card(match: re.Match[str], scan: _Scan) -> Span | None:
             return None
         value = value[:cut]
     end = start + len(value)
-    if scan.fragment(start, end, of_cards=False) or scan.an_identifier(start, Topic.CARD):
-        return None  # "EAN 4005532390908", "IMEI 35 209900 176148 1": an identifier that passes Luhn
+    if scan.fragment(start, end, of_cards=False):
+        return None
+    if not _CARD_SEPARATORS.search(value) and scan.an_identifier(start, Topic.CARD):
+        return None  # "EAN 4005532390908": an identifier that passes Luhn (a card printed in groups is one)
     return start, end
 
 
@@ -344,12 +361,20 @@ def _ipv4(match: re.Match[str], scan: _Scan) -> Span | None:
     except ValueError:
         return None
     start = match.start("pii")
-    if _versioned(scan, start) or scan.sibling_of_non_pii(match, lambda other: _versioned(scan, other), _VERSION_TAIL):
+    if _versioned(scan, start) or scan.sibling_of_non_pii(
+        match, lambda other: _versioned(scan, other), _VERSION_TAIL, _version_hint
+    ):
         return None
     return match.span("pii")
 
 
 _VERSION_TAIL = re.compile(_VERSION_LABEL.pattern)
+# The words of _VERSION_LABEL but "v", matched in lower case (a case-insensitive regex is slower).
+_VERSION_WORDS = re.compile(r"\b(?:version|ver|build|release|rev|revision|firmware|fw)\b")
+
+
+def _version_hint(text: str) -> bool:
+    return _VERSION_WORDS.search(text.lower()) is not None
 
 
 def _versioned(scan: _Scan, start: int) -> bool:
