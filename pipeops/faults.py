@@ -30,8 +30,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pipeline.config import SEMAPHORE_KEY
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import AcquireResult, Semaphore
@@ -42,13 +43,16 @@ from sandbox.faults import (
     ApiFault,
     CallCrash,
     EventFault,
+    FaultBoard,
     FaultSpec,
     FunctionFault,
     spec_to_json,
 )
 from stack.resources import SANDBOX_CREDENTIALS, StackResources
 
-SEMAPHORE_KEY = "workflow_counter"
+if TYPE_CHECKING:
+    from sandbox.sandbox import Sandbox
+
 GHOST_HOLDER = "ghost-of-a-crashed-router"  # an execution name no router will ever start
 LONG_AGO = timedelta(minutes=45)  # past the reconciler's grace and the stale-run window
 POISON_BODY = json.dumps({"hello": "this is not a job message"})
@@ -60,15 +64,27 @@ class FaultError(Exception):
 
 @dataclass(frozen=True)
 class FaultTarget:
-    """Where faults go: a served sandbox's endpoint and the stack's resources there."""
+    """Where faults go: a served sandbox's endpoint and the stack's resources there.
 
-    endpoint_url: str
+    `board`: an in-process sandbox's own `FaultBoard` (`FaultTarget.of_sandbox`), used instead of
+    the HTTP control; `endpoint_url` is then None for an in-process (`mock_aws`) sandbox."""
+
+    endpoint_url: str | None
     resources: StackResources
     region: str = "us-east-1"
+    board: FaultBoard | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of_sandbox(cls, sandbox: Sandbox) -> FaultTarget:
+        """The target for a sandbox running in this process (served or not)."""
+        resources = StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
+        return cls(sandbox.endpoint_url, resources, sandbox.region, sandbox.faults)
 
     def client(self, service: str) -> Any:
         import boto3
 
+        if self.endpoint_url is None:  # in-process mock_aws: no endpoint, credentials from the test
+            return boto3.client(service, region_name=self.region)  # type: ignore[call-overload]  # named at run time
         return boto3.client(  # type: ignore[call-overload]  # a service named at run time
             service, endpoint_url=self.endpoint_url, region_name=self.region, **SANDBOX_CREDENTIALS
         )
@@ -85,6 +101,10 @@ class FaultTarget:
 
 def control(target: FaultTarget, method: str, *, spec: FaultSpec | None = None, name: str | None = None) -> Any:
     """One request to the sandbox's fault control; FaultError says what is wrong."""
+    if target.board is not None:
+        return _local(target.board, method, spec=spec, name=name)
+    if target.endpoint_url is None:
+        raise FaultError("no sandbox to inject into: pass a served sandbox's endpoint (`pipeops sandbox up`)")
     url = target.endpoint_url.rstrip("/") + CONTROL_PATH
     if name is not None:
         url += "?" + urllib.parse.urlencode({"name": name})
@@ -107,6 +127,16 @@ def control(target: FaultTarget, method: str, *, spec: FaultSpec | None = None, 
         raise FaultError(
             f"no sandbox answers at {target.endpoint_url} ({getattr(exc, 'reason', exc)}): start one with `pipeops sandbox up`"
         ) from None
+
+
+def _local(board: FaultBoard, method: str, *, spec: FaultSpec | None, name: str | None) -> Any:
+    """The control's answers, from an in-process sandbox's board (no HTTP)."""
+    if method == "GET":
+        return {"active": board.active()}
+    if method == "DELETE":
+        return {"cleared": board.clear(name)}
+    assert spec is not None
+    return {"injected": board.inject(spec)}
 
 
 # -- the named faults -------------------------------------------------------------------------

@@ -13,8 +13,9 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
+from pipeline.config import SEMAPHORE_KEY
 from pipeops.cli import app
-from pipeops.faults import FAULTS, GHOST_HOLDER, SEMAPHORE_KEY
+from pipeops.faults import FAULTS, GHOST_HOLDER
 from tests.conftest import envelope, sandbox_up_process
 
 pytestmark = pytest.mark.slow
