@@ -221,12 +221,18 @@ def _poison_messages(target: FaultTarget, share: float) -> str:
 
 
 def _execution_by_hand(target: FaultTarget, _share: float) -> str:
+    """What a person does in the console: start the newest execution's input again under a new
+    name (a job run a second time, outside the router: it holds no slot)."""
+    sfn = target.client("stepfunctions")
+    newest = sfn.list_executions(stateMachineArn=target.resources.StateMachineArn, maxResults=1)["executions"]
     name = f"by-hand-{uuid.uuid4().hex[:12]}"
-    payload = {"job_id": name, "started_at": format_timestamp(datetime.now(UTC)), "execution_name": name, "files": []}
-    target.client("stepfunctions").start_execution(
-        stateMachineArn=target.resources.StateMachineArn, name=name, input=json.dumps(payload)
-    )
-    return f"execution {name} started outside the router"
+    if newest:
+        payload = json.loads(sfn.describe_execution(executionArn=newest[0]["executionArn"])["input"])
+    else:
+        payload = {"job_id": name, "started_at": format_timestamp(datetime.now(UTC)), "files": [], "trace": {}}
+    payload["execution_name"] = name
+    sfn.start_execution(stateMachineArn=target.resources.StateMachineArn, name=name, input=json.dumps(payload))
+    return f"execution {name} started outside the router (job {payload.get('job_id')})"
 
 
 def _stale_run(target: FaultTarget, _share: float) -> str:
