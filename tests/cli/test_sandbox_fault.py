@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from pipeline.config import SEMAPHORE_KEY
 from pipeops.cli import app
 from pipeops.faults import FAULTS, GHOST_HOLDER
-from tests.conftest import envelope, sandbox_up_process
+from tests.conftest import envelope, eventually, sandbox_up_process
 
 pytestmark = pytest.mark.slow
 
@@ -97,3 +97,36 @@ def test_mistakes_say_what_to_do(cli: Any, monkeypatch: pytest.MonkeyPatch) -> N
     assert nobody.exit_code == 2 and "pipeops sandbox up" in nobody.stderr
     no_endpoint = CliRunner().invoke(app, ["sandbox", "fault", "clear"])
     assert no_endpoint.exit_code == 2 and "pipeops sandbox up" in no_endpoint.stderr
+
+
+def test_a_fault_injected_from_the_cli_acts_on_the_served_pipeline(cli: Any, served_endpoint: str) -> None:
+    """The handlers run in the server's process and call it over HTTP: their StartExecution is
+    throttled there, counted where the ExecutionsThrottled alarm reads, and once cleared the
+    redelivered message completes its run."""
+
+    def aws(service: str) -> Any:
+        return boto3.client(service, endpoint_url=served_endpoint, region_name="us-east-1")
+
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in aws("cloudformation").describe_stacks(StackName="pipeops")["Stacks"][0]["Outputs"]}
+    assert cli("inject", "sfn-throttled").exit_code == 0
+    aws("s3").put_object(Bucket=outputs["InputBucketName"], Key="throttled.txt", Body=b"mail ann@corp.example\n")
+
+    def throttled() -> float:
+        points = aws("cloudwatch").get_metric_statistics(
+            Namespace="AWS/States", MetricName="ExecutionThrottled",
+            Dimensions=[{"Name": "StateMachineArn", "Value": outputs["StateMachineArn"]}],
+            StartTime="2000-01-01T00:00:00Z", EndTime="2100-01-01T00:00:00Z", Period=86400, Statistics=["Sum"],
+        )["Datapoints"]
+        return sum(point["Sum"] for point in points)
+
+    eventually(throttled, "the router's StartExecution was throttled and counted")
+    assert cli("clear", "sfn-throttled").exit_code == 0
+
+    def completed() -> bool:
+        items = aws("dynamodb").scan(TableName=outputs["TrackingTableName"], ConsistentRead=True)["Items"]
+        return any(
+            item.get("status", {}).get("S") == "COMPLETE" and "throttled.txt" in item.get("files", {}).get("SS", [])
+            for item in items
+        )
+
+    eventually(completed, "the redelivered message completed its run", timeout=240)
