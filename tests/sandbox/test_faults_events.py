@@ -45,7 +45,9 @@ def test_status_events_lost_held_and_duplicated(make_sandbox: Any) -> None:
         QueueUrl=sandbox.outputs["TrackerDeadLetterQueueUrl"], MessageAttributeNames=["All"]
     )["Messages"][0]
     assert json.loads(dead["Body"])["detail"]["status"] == "SUCCEEDED"
-    assert dead["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "THROTTLING"
+    attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+    assert attributes["ERROR_CODE"] == "THROTTLING" and attributes["RETRY_ATTEMPTS"] == "185"
+    assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
     assert holder_of(lost) in semaphore_item(sandbox)["holders"], "no tracker released the slot"
     faults.clear(target, "tracker-dlq-events")
 
