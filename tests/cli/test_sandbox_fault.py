@@ -61,9 +61,7 @@ def test_a_sandbox_fault_is_in_force_until_cleared(cli: Any) -> None:
     active = envelope(cli("list", "--json").stdout, "sandbox-fault-list")["active"]
     assert [a["name"] for a in active] == ["router-crash-before-start"]
     assert 0 < active[0]["seconds_left"] <= 600
-    table = cli("list")
-    line = next(line for line in table.stdout.splitlines() if "router-crash-before-start" in line)
-    assert "│ yes" in line, table.stdout
+    assert "yes:" in cli("list").stdout
     cleared = cli("clear", "--json")
     assert envelope(cleared.stdout, "sandbox-fault-clear")["cleared"] == ["router-crash-before-start"]
     assert envelope(cli("list", "--json").stdout, "sandbox-fault-list")["active"] == []
@@ -93,6 +91,8 @@ def test_mistakes_say_what_to_do(cli: Any, monkeypatch: pytest.MonkeyPatch) -> N
     assert bad_share.exit_code == 2 and "--share 1.5 is not in (0, 1]" in bad_share.stderr
     bad_duration = cli("inject", "sfn-throttled", "--for", "soon")
     assert bad_duration.exit_code == 2 and "--for 'soon' is not a duration" in bad_duration.stderr
+    data_for = cli("inject", "ghost-holder", "--for", "5m")
+    assert data_for.exit_code == 2 and "has no duration" in data_for.stderr
     nobody = CliRunner().invoke(app, ["sandbox", "fault", "inject", "sfn-throttled", "--endpoint-url", "http://127.0.0.1:9"])
     assert nobody.exit_code == 2 and "pipeops sandbox up" in nobody.stderr
     no_endpoint = CliRunner().invoke(app, ["sandbox", "fault", "clear"])
@@ -108,6 +108,7 @@ def test_a_fault_injected_from_the_cli_acts_on_the_served_pipeline(cli: Any, ser
         return boto3.client(service, endpoint_url=served_endpoint, region_name="us-east-1")
 
     outputs = {o["OutputKey"]: o["OutputValue"] for o in aws("cloudformation").describe_stacks(StackName="pipeops")["Stacks"][0]["Outputs"]}
+    assert cli("clear").exit_code == 0  # whatever an earlier test left in force
     assert cli("inject", "sfn-throttled").exit_code == 0
     aws("s3").put_object(Bucket=outputs["InputBucketName"], Key="throttled.txt", Body=b"mail ann@corp.example\n")
 
