@@ -13,8 +13,11 @@ plays them. Two kinds:
   until the remedy (the reconciler, or the runbook) repairs it.
 
 `expected_alarms` are the alarm ids (`alarms/catalog.py`, the deployed name without the stack
-prefix) that should fire while the fault acts with traffic flowing; empty when the pipeline is built
-to absorb the fault (a duplicate is harmless by construction) and no alarm may fire. `remedy` is
+prefix) that should fire while the fault acts with traffic flowing, on a stack with the template's
+defaults (the scheduled reconciler applies its repairs); empty when the pipeline absorbs the fault
+and no alarm may fire: a duplicate is harmless by construction, and a hand edit the reconciler
+repairs on its next run (a ghost holder, a count at the max) is gone before CounterDrift's three
+periods (measured on the sandbox: no alarm fires). `remedy` is
 the runbook to run, or None when the scheduled reconciler (or the redelivery itself) repairs it.
 `for_seconds` is the fault's suggested duration in virtual seconds: long enough for its alarm's
 evaluation periods (errors in 3 of 5 minutes, throttles in 5 of 5).
@@ -241,7 +244,9 @@ def _stale_run(target: FaultTarget, _share: float) -> str:
     then = datetime.now(UTC) - LONG_AGO
     run = RunRef(f"stale-run-{uuid.uuid4().hex[:8]}/", format_timestamp(then))
     store = TrackingStore(target.resources.TrackingTableName, target.client("dynamodb"))
-    key = f"{run.job_id}lost.txt"
+    # A file that exists (an uploaded one), so the run's repair runs it rather than fails it.
+    listed = target.client("s3").list_objects_v2(Bucket=target.resources.InputBucketName, MaxKeys=1).get("Contents", [])
+    key = listed[0]["Key"] if listed else f"{run.job_id}lost.txt"
     store.create_run(run, [key], target.resources.InputBucketName, then)
     if store.transition(run, JobStatus.IN_PROGRESS, then) is None:
         raise FaultError(f"could not freeze the stale run {run.job_id}")
@@ -381,8 +386,8 @@ _CATALOG = (
     ),
     NamedFault(
         "counter-at-max-no-holder",
-        "active_count hand-edited to the max with no holder: nothing is admitted.",
-        ("CounterDrift", "SlotsFullIdle"),
+        "active_count hand-edited to the max with no holder; the reconciler resets it on its next run.",
+        (),
         None,
         write=_counter_at_max,
     ),
@@ -395,21 +400,21 @@ _CATALOG = (
     ),
     NamedFault(
         "ghost-holder",
-        "A holder with no execution, taken 45 minutes ago (a router that died long ago).",
-        ("CounterDrift",),
+        "A holder with no execution, taken 45 minutes ago; the reconciler releases it on its next run.",
+        (),
         None,
         write=_ghost_holder,
     ),
     NamedFault(
         "execution-by-hand",
-        "An execution started outside the router: it holds no slot (reported, never stopped).",
-        (),
+        "A finished run's execution started again by hand: it holds no slot and stops itself, FAILED.",
+        ("ExecutionsFailed",),
         None,
         write=_execution_by_hand,
     ),
     NamedFault(
         "stale-run",
-        "A run IN_PROGRESS for 45 minutes whose execution never started and which holds no slot.",
+        "A run IN_PROGRESS for 45 minutes, never started, no slot; the reconciler announces it again.",
         (),
         None,
         write=_stale_run,
