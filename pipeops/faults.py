@@ -17,7 +17,8 @@ prefix) that should fire while the fault acts with traffic flowing, on a stack w
 defaults (the scheduled reconciler applies its repairs); empty when the pipeline absorbs the fault
 and no alarm may fire: a duplicate is harmless by construction, and a hand edit the reconciler
 repairs on its next run (a ghost holder, a count at the max) is gone before CounterDrift's three
-periods (measured on the sandbox: no alarm fires). `remedy` is
+periods. Each expectation was measured on the sandbox (time scale 0.02, a file uploaded a second);
+other alarms may fire besides (PipelineUnhealthy, the composite, with any critical one). `remedy` is
 the runbook to run, or None when the scheduled reconciler (or the redelivery itself) repairs it.
 `for_seconds` is the fault's suggested duration in virtual seconds: long enough for its alarm's
 evaluation periods (errors in 3 of 5 minutes, throttles in 5 of 5).
@@ -329,8 +330,8 @@ _CATALOG = (
     ),
     NamedFault(
         "dynamodb-throttled",
-        "The handlers' DynamoDB calls throttled (ProvisionedThroughputExceededException).",
-        ("CoordinationWriteThrottles", "TrackingWriteThrottles"),
+        "The handlers' DynamoDB calls throttled: the router's first read of both tables never passes.",
+        ("CoordinationReadThrottles", "TrackingReadThrottles"),
         None,
         THROTTLES_WINDOW,
         specs=_one(ApiFault, service="dynamodb", code="ProvisionedThroughputExceededException",
