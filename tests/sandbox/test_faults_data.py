@@ -12,7 +12,7 @@ from pipeline.status import JobStatus
 from pipeops import faults
 from pipeops.cli import app
 from pipeops.faults import GHOST_HOLDER, FaultTarget
-from tests.conftest import envelope, eventually, put, run_of, semaphore_item
+from tests.conftest import envelope, eventually, held_off, put, run_of, semaphore_item
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,7 @@ def findings() -> list[tuple[str, str]]:
 
 
 def test_data_faults_leave_what_the_reconciler_finds(make_sandbox: Any) -> None:
-    sandbox = make_sandbox(MaxConcurrentWorkflows="2")
-    sandbox.client("events").disable_rule(Name=sandbox.deployment.resources["ReconcilerFunctionSchedule"])
+    sandbox = held_off(make_sandbox(MaxConcurrentWorkflows="2"))
     target = FaultTarget.of_sandbox(sandbox)
     put(sandbox, "first.txt")
     eventually(lambda: (r := run_of(sandbox, "first.txt")) and r.status is JobStatus.COMPLETE, "a first run completed")
