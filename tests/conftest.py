@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -369,6 +370,36 @@ def send(sandbox: Any, output: str, body: str) -> None:
 
 def job_message(sandbox: Any, run: RunRef) -> str:
     return JobMessage(run.job_id, run.started_at, sandbox.outputs["InputBucketName"]).to_json()
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
+    """`check()`'s first truthy value, polled until `timeout` real seconds pass (then the test
+    fails saying `what` never happened). A wait, never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened within {timeout:.0f} s: {what}")
+        time.sleep(0.1)
+
+
+def semaphore_item(sandbox: Any) -> dict[str, Any]:
+    """The semaphore as stored: `active_count` and the `holders` map (names -> acquire time)."""
+    item = sandbox.client("dynamodb").get_item(
+        TableName=sandbox.outputs["CoordinationTableName"], Key={"doc_key": {"S": config.SEMAPHORE_KEY}}, ConsistentRead=True
+    ).get("Item", {})
+    return {
+        "active_count": int(item.get("active_count", {}).get("N", "0")),
+        "holders": {name: value.get("S") for name, value in item.get("holders", {}).get("M", {}).items()},
+    }
+
+
+def run_of(sandbox: Any, key: str) -> RunRecord | None:
+    """The newest run whose files include `key`."""
+    found = [run for run in runs(sandbox) if key in run.files]
+    return max(found, key=lambda run: run.started_at) if found else None
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
