@@ -64,13 +64,28 @@ CONTEXT_WORDS: dict[Topic, frozenset[str]] = {
 _NOT_THE_VALUE = frozenset({"id", "ids", "uuid", "guid", "ref", "reference", "key", "sid", "count", "duration", "hash"})
 
 
+class _Unaccented(dict[int, str]):
+    """Each character's compatibility decomposition without its combining marks, worked out on
+    first sight and kept: folding is then one `str.translate`, not a Python loop per character.
+    Decomposing character by character and dropping the marks is what NFKD of the whole text
+    followed by dropping them gives (canonical reordering only moves the marks dropped)."""
+
+    def __missing__(self, codepoint: int) -> str:
+        decomposed = unicodedata.normalize("NFKD", chr(codepoint))
+        folded = "".join(char for char in decomposed if not unicodedata.combining(char))
+        self[codepoint] = folded
+        return folded
+
+
+_UNACCENTED = _Unaccented()
+
+
 def fold(text: str) -> str:
     """Lower case without accents: "Tél." and "tel", "Teléfono" and "telefono" are the same label."""
     lowered = text.lower()
     if lowered.isascii():
         return lowered
-    decomposed = unicodedata.normalize("NFKD", lowered)
-    return "".join(char for char in decomposed if not unicodedata.combining(char))
+    return lowered.translate(_UNACCENTED)
 
 
 def _stems(vocabulary: frozenset[str]) -> tuple[str, ...]:
@@ -125,6 +140,7 @@ class ContextIndex:
         self._line_starts: list[int] | None = None
         self._header: dict[int, int] = {}
         self._tables: dict[int, tuple[str, list[str]] | None] = {}
+        self._labels: dict[tuple[int, Topic], bool] = {}
 
     def _starts(self) -> list[int]:
         if self._line_starts is None:
@@ -191,7 +207,15 @@ class ContextIndex:
         return header[column] if column < len(header) else ""
 
     def labelled(self, start: int, topic: Topic) -> bool:
-        """Whether the value at `start` is labelled as `topic`: just before it, or by its column."""
+        """Whether the value at `start` is labelled as `topic`: just before it, or by its column.
+        Cached: a candidate cut shorter (a phone's groups) or checked by two rules asks again."""
+        key = (start, topic)
+        found = self._labels.get(key)
+        if found is None:
+            found = self._labels[key] = self._labelled(start, topic)
+        return found
+
+    def _labelled(self, start: int, topic: Topic) -> bool:
         line_start = self._text.rfind("\n", 0, start) + 1
         before = self._text[max(line_start, start - WINDOW) : start]
         if not may_mention(before, topic):  # most candidates: no label near
@@ -204,8 +228,10 @@ class ContextIndex:
         return mentions(before, topic) or mentions(self.column_header(start), topic)
 
 
+_LAST_DIGIT = re.compile(r"[0-9](?=[^0-9]*\Z)")
+
+
 def _last_digit_end(text: str) -> int:
-    for index in range(len(text) - 1, -1, -1):
-        if "0" <= text[index] <= "9":
-            return index + 1
-    return 0
+    """Just after the last ASCII digit of `text`, or 0 when it has none."""
+    found = _LAST_DIGIT.search(text)
+    return 0 if found is None else found.end()

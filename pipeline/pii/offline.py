@@ -246,14 +246,16 @@ def _phone(match: re.Match[str], scan: _Scan) -> Span | None:
 # --- SSN ---------------------------------------------------------------------------------------
 
 # 078-05-1120, 078 05 1120, 078.05.1120: the same separator twice.
-_SSN = re.compile(r"(?<![\w.-])(?P<pii>[0-9]{3}(?P<sep>[-. ])[0-9]{2}(?P=sep)[0-9]{4})(?![\w-]|\.[0-9])")
+_SSN = re.compile(r"(?P<pii>[0-9](?<![\w.-][0-9])[0-9]{2}(?P<sep>[-. ])[0-9]{2}(?P=sep)[0-9]{4})(?![\w-]|\.[0-9])")
 _SPACED_AFTER = re.compile(r"[ .][0-9]")
 _SPACED_BEFORE = re.compile(r"[0-9][ .]$")
 # Nine digits not grouped 3-2-4 are an SSN only when labelled: bare ("my ssn is 123456789",
 # {"ssn": "123456789"}) or typed carelessly ("SSN 078-051120", "07805-1120"; unlabelled, a
-# reference or a ZIP+4 code).
+# reference or a ZIP+4 code). Written digit first, its look-behind after that digit, and the three
+# shapes (ddddddddd, ddd-dddddd, ddddd-dddd) sharing their first digits: the engine then skips
+# every position that is no digit without trying the look-behind (one scan of the whole text).
 _SSN_LABELLED = re.compile(
-    r"(?<![\w.+-])(?P<pii>[0-9]{9}|[0-9]{3}-[0-9]{6}|[0-9]{5}-[0-9]{4})(?![\w-]|\.[0-9])"
+    r"(?P<pii>[0-9](?<![\w.+-][0-9])[0-9]{2}(?:-[0-9]{6}|[0-9]{2}-?[0-9]{4}))(?![\w-]|\.[0-9])"
 )
 
 
@@ -288,7 +290,7 @@ def _labelled_ssn(match: re.Match[str], scan: _Scan) -> Span | None:
 
 # --- credit / debit card -----------------------------------------------------------------------
 
-_CARD = re.compile(r"(?<![\w+.-])(?P<pii>[0-9](?:[ -]?[0-9]){12,18})(?!\w|-[0-9])")
+_CARD = re.compile(r"(?P<pii>[0-9](?<![\w+.-][0-9])(?:[ -]?[0-9]){12,18})(?!\w|-[0-9])")
 
 
 def _card_grouping_ok(value: str) -> bool:
@@ -335,7 +337,7 @@ def _card(match: re.Match[str], scan: _Scan) -> Span | None:
 
 # --- IP addresses ------------------------------------------------------------------------------
 
-_IPV4 = re.compile(r"(?<![\w.])(?P<pii>(?:[0-9]{1,3}\.){3}[0-9]{1,3})(?![\w]|\.[0-9])")
+_IPV4 = re.compile(r"(?P<pii>[0-9](?<![\w.][0-9])[0-9]{0,2}\.(?:[0-9]{1,3}\.){2}[0-9]{1,3})(?![\w]|\.[0-9])")
 # "app version 4.2.1.0", "build 10.0.19041.1": four dotted numbers after a version word.
 _VERSION_LABEL = re.compile(
     r"(?i)(?:\bv|\bversion|\bver\.?|\bbuild|\brelease|\brev(?:ision)?|\bfirmware|\bfw)\s*[:=#]?\s*v?$"

@@ -106,15 +106,23 @@ def _parse(value: str, region: str | None) -> PhoneNumber | None:
         return None
 
 
-def _national_regions(digits: str, regions: Sequence[str]) -> list[str]:
-    """The regions whose national format these digits can be: trunk prefix written where one is used."""
-    kept: list[str] = []
+@lru_cache(maxsize=64)
+def _trunk_prefixes(regions: tuple[str, ...]) -> tuple[tuple[str, bool, str | None], ...]:
+    """Each region's (name, North American?, national trunk prefix), looked up once per region
+    list rather than once per candidate; regions libphonenumber has no metadata for are left out."""
+    found: list[tuple[str, bool, str | None]] = []
     for region in regions:
         metadata = PhoneMetadata.metadata_for_region(region)
-        if metadata is None:
-            continue
-        prefix = metadata.national_prefix
-        if metadata.country_code == NANP_COUNTRY_CODE:
+        if metadata is not None:
+            found.append((region, metadata.country_code == NANP_COUNTRY_CODE, metadata.national_prefix))
+    return tuple(found)
+
+
+def _national_regions(digits: str, regions: tuple[str, ...]) -> list[str]:
+    """The regions whose national format these digits can be: trunk prefix written where one is used."""
+    kept: list[str] = []
+    for region, nanp, prefix in _trunk_prefixes(regions):
+        if nanp:
             if digits[0] in "01" and not (digits[0] == "1" and len(digits) == 11):
                 continue  # NANP area codes start with 2-9; "1" is the optional trunk prefix
         elif prefix and not digits.startswith(prefix):
