@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import ModuleType
 
 from pipeline.pii.checksums import IBAN_LENGTHS, card_brand, is_valid_card, is_valid_iban, is_valid_ssn
 from pipeline.pii.context import WINDOW, ContextIndex, Topic, may_mention, mentions
@@ -34,6 +35,15 @@ class _Scan:
     @cached_property
     def context(self) -> ContextIndex:
         return ContextIndex(self.text)
+
+    @cached_property
+    def phones(self) -> ModuleType:
+        """`pipeline.pii.phones` (libphonenumber), imported on the first phone-shaped candidate:
+        an import statement costs microseconds even when the module is loaded, once per candidate
+        a measurable share of the detection."""
+        from pipeline.pii import phones
+
+        return phones
 
     def labelled(self, start: int, topic: Topic) -> bool:
         return self.context.labelled(start, topic)
@@ -202,22 +212,23 @@ _DATE = re.compile(
 def _phone_reading(value: str, scan: _Scan, start: int) -> bool:
     if _DECIMAL.match(value) or _PARENS_LATE.search(value) or _DATE.match(value):
         return False
-    if _unlabelled_phone(value, scan.phone_regions):
+    if _unlabelled_phone(value, scan.phones, scan.phone_regions):
         # "case 612 761 2516": a national number after an identifier's label is that identifier
         # ("+" and "00" numbers are written only for phones: no label asked, no cost paid).
         return value.startswith(("+", "00")) or not scan.an_identifier(start, Topic.PHONE)
     # A label says what the value is: read it for every region, printed any way (still valid).
-    from pipeline.pii.phones import read_labelled_phone
+    return (
+        scan.labelled(start, Topic.PHONE)
+        and scan.phones.read_labelled_phone(value, scan.phone_regions) is not None
+    )
 
-    return scan.labelled(start, Topic.PHONE) and read_labelled_phone(value, scan.phone_regions) is not None
 
-
-def _unlabelled_phone(value: str, regions: tuple[str, ...]) -> bool:
+def _unlabelled_phone(value: str, phones: ModuleType, regions: tuple[str, ...]) -> bool:
     """A phone without a label: a national format of `regions` (trunk prefix and the region's
-    grouping kept) or a "+"/"00" number, valid as libphonenumber knows the assigned ranges."""
-    from pipeline.pii.phones import plausible, read_phone  # libphonenumber on first use only
-
-    if not plausible(value, regions) or _RANGE.match(value):
+    grouping kept) or a "+"/"00" number, valid as libphonenumber knows the assigned ranges.
+    `phones` is `pipeline.pii.phones`, imported by the scan on first use."""
+    read_phone = phones.read_phone
+    if not phones.plausible(value, regions) or _RANGE.match(value):
         return False  # "12345-67890" is a range or a reference more often than a phone
     if len(_GROUPS.findall(value)) == 1 and not value.startswith("+"):
         return False  # ten bare digits are an order number as often as a phone
@@ -245,15 +256,17 @@ def _phone(match: re.Match[str], scan: _Scan) -> Span | None:
 
 # --- SSN ---------------------------------------------------------------------------------------
 
-# 078-05-1120, 078 05 1120, 078.05.1120: the same separator twice.
+# 078-05-1120, 078 05 1120, 078.05.1120: the same separator twice. Like every digit rule, written
+# digit first with its look-behind just after that digit ("(?<![\w.-])[0-9]" reads the same): a
+# pattern that starts with a character set lets the engine skip each position that is no digit with
+# one table test, where a leading look-behind is tried at every position of the text.
 _SSN = re.compile(r"(?P<pii>[0-9](?<![\w.-][0-9])[0-9]{2}(?P<sep>[-. ])[0-9]{2}(?P=sep)[0-9]{4})(?![\w-]|\.[0-9])")
 _SPACED_AFTER = re.compile(r"[ .][0-9]")
 _SPACED_BEFORE = re.compile(r"[0-9][ .]$")
 # Nine digits not grouped 3-2-4 are an SSN only when labelled: bare ("my ssn is 123456789",
 # {"ssn": "123456789"}) or typed carelessly ("SSN 078-051120", "07805-1120"; unlabelled, a
-# reference or a ZIP+4 code). Written digit first, its look-behind after that digit, and the three
-# shapes (ddddddddd, ddd-dddddd, ddddd-dddd) sharing their first digits: the engine then skips
-# every position that is no digit without trying the look-behind (one scan of the whole text).
+# reference or a ZIP+4 code). Digit first (see _SSN); the three shapes (ddddddddd, ddd-dddddd,
+# ddddd-dddd) share their first three digits rather than being three alternatives.
 _SSN_LABELLED = re.compile(
     r"(?P<pii>[0-9](?<![\w.+-][0-9])[0-9]{2}(?:-[0-9]{6}|[0-9]{2}-?[0-9]{4}))(?![\w-]|\.[0-9])"
 )
@@ -290,6 +303,7 @@ def _labelled_ssn(match: re.Match[str], scan: _Scan) -> Span | None:
 
 # --- credit / debit card -----------------------------------------------------------------------
 
+# Digit first, look-behind after it: see _SSN.
 _CARD = re.compile(r"(?P<pii>[0-9](?<![\w+.-][0-9])(?:[ -]?[0-9]){12,18})(?!\w|-[0-9])")
 
 
@@ -337,6 +351,7 @@ def _card(match: re.Match[str], scan: _Scan) -> Span | None:
 
 # --- IP addresses ------------------------------------------------------------------------------
 
+# Digit first, look-behind after it: see _SSN.
 _IPV4 = re.compile(r"(?P<pii>[0-9](?<![\w.][0-9])[0-9]{0,2}\.(?:[0-9]{1,3}\.){2}[0-9]{1,3})(?![\w]|\.[0-9])")
 # "app version 4.2.1.0", "build 10.0.19041.1": four dotted numbers after a version word.
 _VERSION_LABEL = re.compile(
