@@ -1,0 +1,285 @@
+"""The game day's shell: a fresh sandbox served on loopback, the demo's traffic, a healthy phase,
+then each fault in turn; what it saw goes to the pure verdicts (verdict.py, invariants.py).
+
+Per fault: every alarm OK → inject → an expected alarm in ALARM → its notification on the alarm
+state topic → clear the fault (the cause fixed, as on-call rolls back first: a redrive while the
+cause is still there would fail again) → its runbook applied, or the scheduled reconciler left to
+act → every alarm OK → the invariants, with the pipeline at rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pipeops.demo import SAMPLES_DIR, resources_of, sample_files
+from pipeops.gameday import invariants as checks
+from pipeops.gameday.inbox import drain_notifications, subscribe_a_queue
+from pipeops.gameday.model import Action, FaultObservation, FaultSpec, GameDayResult
+from pipeops.gameday.observe import (
+    AtRest,
+    Clock,
+    Sampler,
+    alarm_states,
+    audit_actions,
+    look_at_rest,
+    metric_series,
+    transitions,
+    wait_for,
+)
+from pipeops.gameday.timing import GameDaySettings, sandbox_timings
+from pipeops.gameday.traffic import Traffic
+from pipeops.gameday.verdict import false_alarms, game_day_problems, judge
+
+if TYPE_CHECKING:
+    from sandbox.sandbox import Sandbox
+
+COMPOSITE = "PipelineUnhealthy"  # the only alarm the page topic hears
+
+
+class FaultDriver(Protocol):
+    """Injects and clears the named faults of the catalog on one sandbox (pipeops.faults)."""
+
+    def inject(self, name: str) -> None: ...
+
+    def clear(self, name: str) -> None: ...
+
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Stage:
+    """The running game day's parts, for the per-fault steps."""
+
+    sandbox: Sandbox
+    settings: GameDaySettings
+    clock: Clock
+    traffic: Traffic
+    sampler: Sampler
+    state_inbox: str
+    page_inbox: str
+    keys_checked: set[str] = field(default_factory=set)
+
+    @property
+    def resources(self) -> Any:
+        return resources_of(self.sandbox)
+
+    def states(self) -> dict[str, str]:
+        return alarm_states(self.sandbox.client("cloudwatch"), self.sandbox.stack_name)
+
+    def in_alarm(self) -> list[str]:
+        return sorted(name for name, state in self.states().items() if state == "ALARM")
+
+
+@contextmanager
+def game_day_sandbox(settings: GameDaySettings) -> Iterator[Sandbox]:
+    """A fresh sandbox served on loopback in this process, stopped at the end."""
+    from pipeline.handlers import _wiring
+    from pipeops.pipeline_sandbox import pipeline_sandbox
+    from sandbox.clock import TimeScale
+
+    sandbox = pipeline_sandbox(
+        parameters=settings.parameters(), serve=True, time_scale=TimeScale(settings.time_scale),
+        min_handler_seconds=settings.min_handler_seconds,
+    ).start()
+    _wiring.reset()  # collaborators built for an earlier sandbox of this process are forgotten
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+        _wiring.reset()
+
+
+def run_game_day(
+    sandbox: Sandbox,
+    faults: Sequence[FaultSpec],
+    driver: FaultDriver,
+    settings: GameDaySettings,
+    progress: Progress = lambda _text: None,
+    samples: Path = SAMPLES_DIR,
+) -> GameDayResult:
+    """The healthy phase, then every fault in `faults`; the judged result."""
+    clock = Clock(datetime.now(UTC), settings.time_scale)
+    resources = resources_of(sandbox)
+    for alarm in settings.disabled:  # as if never deployed: the faults it alone sees go undetected
+        sandbox.client("cloudwatch").delete_alarms(AlarmNames=[f"{sandbox.stack_name}-{alarm}"])
+    resources_map = dict(sandbox.deployment.resources) if sandbox.deployment else {}
+    stage = Stage(
+        sandbox=sandbox,
+        settings=settings,
+        clock=clock,
+        traffic=Traffic(lambda key, body: sandbox.client("s3").put_object(Bucket=resources.InputBucketName, Key=key, Body=body),
+                        sample_files(samples), interval=settings.traffic_interval),
+        sampler=Sampler(resources, sandbox.client, clock),
+        state_inbox=subscribe_a_queue(sandbox.client, resources_map["AlarmStateTopic"], "gameday-AlarmStateTopic-inbox"),
+        page_inbox=subscribe_a_queue(sandbox.client, resources_map["AlarmTopic"], "gameday-AlarmTopic-inbox"),
+    )
+    stage.sampler.start()
+    stage.traffic.start()
+    try:
+        progress(f"healthy phase: {settings.healthy_seconds:.0f} s of traffic, no alarm may fire")
+        time.sleep(settings.healthy_seconds)
+        healthy_end = clock.now()
+        false = false_alarms(transitions(sandbox, clock), 0.0, healthy_end)
+        observations = []
+        for number, fault in enumerate(faults, 1):
+            progress(f"fault {number}/{len(faults)}: {fault.name}")
+            observations.append(run_fault(stage, fault, driver, progress))
+    finally:
+        stage.traffic.stop()
+        stage.sampler.stop()
+    verdicts = [judge(o, settings.time_scale) for o in observations]
+    return GameDayResult(
+        time_scale=settings.time_scale,
+        short=settings.short,
+        faults=observations,
+        verdicts=verdicts,
+        false_alarms=false,
+        healthy_seconds=round(healthy_end, 1),
+        seconds=round(clock.now(), 1),
+        max_concurrency=settings.max_concurrency,
+        sandbox_timings=sandbox_timings(settings),
+        disabled=list(settings.disabled),
+        problems=game_day_problems(verdicts, false),
+    )
+
+
+def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Progress) -> FaultObservation:
+    """One fault from all-OK to the invariants at rest."""
+    settings, clock = stage.settings, stage.clock
+    stage.traffic.resume(fault.name)
+    started = clock.now()
+    wait_for(lambda: not stage.in_alarm(), settings.calm_timeout)
+    observation = FaultObservation(fault=fault, started_at=started, injected_at=None, not_ok_before=tuple(stage.in_alarm()),
+                                   disabled=tuple(settings.disabled))
+    drain_notifications(stage.sandbox.client, stage.state_inbox)
+    drain_notifications(stage.sandbox.client, stage.page_inbox)
+    actions = [Action("all alarms OK" if not observation.not_ok_before else "alarms not OK", started)]
+    try:
+        driver.inject(fault.name)
+    except Exception as exc:
+        observation.error = f"injection failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return _finish(stage, observation, actions)
+    observation.injected_at = clock.now()
+    actions.append(Action(f"inject {fault.name}", observation.injected_at))
+    progress(f"{fault.name}: injected, waiting for {', '.join(fault.expected_alarms) or 'an alarm'}")
+    expected = set(fault.expected_alarms)
+    injected = observation.injected_at
+
+    def detected() -> bool:
+        return any(c.new == "ALARM" and c.alarm in expected for c in transitions(stage.sandbox, clock, injected))
+
+    if wait_for(detected, settings.detect_timeout):
+        _collect_notifications(stage, observation, actions)
+    try:
+        driver.clear(fault.name)
+    except Exception as exc:
+        observation.error = f"clearing failed: {type(exc).__name__}: {str(exc)[:200]}"
+    observation.cleared_at = clock.now()
+    actions.append(Action(f"clear {fault.name}", observation.cleared_at))
+    _remedy(stage, observation, actions, progress)
+    progress(f"{fault.name}: waiting for every alarm to return to OK")
+    if wait_for(lambda: not stage.in_alarm(), settings.ok_timeout):
+        observation.ok_at = clock.now()
+        actions.append(Action("every alarm OK", observation.ok_at))
+    return _finish(stage, observation, actions)
+
+
+def _collect_notifications(stage: Stage, observation: FaultObservation, actions: list[Action]) -> None:
+    """What reached the state topic (each alarm's ALARM) and the page topic (the composite)."""
+    client, clock = stage.sandbox.client, stage.clock
+    expected = set(observation.fault.expected_alarms)
+    notified: set[str] = set()
+
+    def heard() -> bool:
+        for note in drain_notifications(client, stage.state_inbox):
+            if note.get("NewStateValue") == "ALARM":
+                notified.add(str(note.get("AlarmName", "")).rsplit("-", 1)[-1])
+        return bool(notified & expected)
+
+    if wait_for(heard, stage.settings.notify_timeout):
+        actions.append(Action(f"notified: {', '.join(sorted(notified & expected))}", clock.now()))
+    observation.notified = tuple(sorted(notified))
+    pages = drain_notifications(client, stage.page_inbox)
+    observation.paged = any(p.get("NewStateValue") == "ALARM" and str(p.get("AlarmName", "")).endswith(COMPOSITE) for p in pages)
+    if observation.paged:
+        actions.append(Action("paged (PipelineUnhealthy)", clock.now()))
+
+
+def _remedy(stage: Stage, observation: FaultObservation, actions: list[Action], progress: Progress) -> None:
+    """The fault's runbook, applied as on-call would (`pipeops runbook run ID --apply`), or
+    nothing: the scheduled reconciler repairs on its next run."""
+    from runbooks.automation.engine import run_runbook
+    from runbooks.automation.result import ActionResult
+
+    runbook = observation.fault.remedy
+    observation.remedy_started_at = stage.clock.now()
+    if runbook is None:
+        observation.remedy_verdict = "reconciler"
+        return
+    progress(f"{observation.fault.name}: pipeops runbook run {runbook} --apply")
+    result = run_runbook(runbook, stage.resources, stage.sandbox, apply=True, actor="gameday")
+    observation.remedy_verdict = result.verdict.value
+    observation.remedy_applied = sum(1 for a in result.actions if a.result is ActionResult.APPLIED)
+    actions.append(Action(f"runbook {runbook}: {result.verdict.value}, {observation.remedy_applied} applied", stage.clock.now()))
+    if result.error:
+        observation.error = f"runbook {runbook}: {result.error}"
+
+
+def _finish(stage: Stage, observation: FaultObservation, actions: list[Action]) -> FaultObservation:
+    """Traffic paused and the pipeline at rest: the invariants, the audit, the timeline's data."""
+    settings, clock, sandbox = stage.settings, stage.clock, stage.sandbox
+    stage.traffic.pause()
+    keys = [k for k in stage.traffic.keys if k not in stage.keys_checked]
+    rest = _wait_for_rest(stage, keys)
+    router_names = {run.execution_name for run in rest.runs if run.execution_name}
+    outside = {name for _at, s in stage.sampler.samples for name in s.running} - router_names
+    violations = [
+        *checks.lost_files(rest.outcomes),
+        *checks.runs_started_twice(rest.runs),
+        *checks.counter_agrees(rest.active_count, rest.holders, rest.running - outside),
+        *checks.never_above_max(stage.sampler.between(observation.started_at, clock.now()), settings.max_concurrency, outside),
+        *checks.alarms_back_to_ok(stage.states()),
+    ]
+    audit = audit_actions(stage.resources, sandbox.client, clock, observation.started_at)
+    violations += checks.repairs_audited(observation.fault.remedy, observation.remedy_applied, len(audit))
+    stage.keys_checked.update(k for k, outcome in rest.outcomes.items() if outcome)
+    end = clock.now()
+    series = metric_series(sandbox.client("cloudwatch"), sandbox.stack_name, observation.fault.expected_alarms, clock,
+                           observation.started_at, end)
+    return replace(
+        observation,
+        changes=tuple(transitions(sandbox, clock, observation.started_at)),
+        ended_at=end,
+        audit=tuple(audit),
+        actions=tuple(sorted(actions, key=lambda a: a.real_at)),
+        violations=tuple(violations),
+        series=series,
+    )
+
+
+def _wait_for_rest(stage: Stage, keys: Sequence[str]) -> AtRest:
+    """Looks until every file has an outcome and the counter agrees, or the wait runs out (then
+    the last look: its violations are reported)."""
+    resources, client = stage.resources, stage.sandbox.client
+    looked = [look_at_rest(resources, client, keys)]
+
+    def settled() -> bool:
+        rest = looked[-1] = look_at_rest(resources, client, keys)
+        router = {run.execution_name for run in rest.runs if run.execution_name}
+        return not checks.lost_files(rest.outcomes) and not checks.counter_agrees(rest.active_count, rest.holders, rest.running & router)
+
+    wait_for(settled, stage.settings.rest_timeout, interval=0.5)
+    return looked[-1]
+
+
+def catalog_specs(catalog: Mapping[str, Any], names: Sequence[str] | None) -> list[FaultSpec]:
+    """The faults to run, in catalog order (or the order given); an unknown name raises KeyError."""
+    chosen = list(names) if names else list(catalog)
+    return [FaultSpec.of(catalog[name]) for name in chosen]
