@@ -20,6 +20,7 @@ from pipeops.commands import (
     demo,
     doctor,
     failures,
+    gameday,
     jobs,
     metrics,
     reconcile,
@@ -98,6 +99,7 @@ def _dashboard() -> None:
 
 app.command("version")(version.show_version)
 app.command("demo")(demo.demo)
+app.command("gameday")(gameday.gameday)
 sandbox_app.command("up")(sandbox.sandbox_up)
 app.command("upload")(upload.upload)
 app.command("status")(status.status)

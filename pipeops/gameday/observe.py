@@ -160,17 +160,21 @@ def metric_series(cloudwatch: Any, stack_name: str, alarms: Iterable[str], clock
         if metric is None:
             continue
         namespace, name, dimensions = metric
+        statistic = alarm.get("Statistic") if alarm.get("Statistic") in _STATISTICS else "Maximum"
         window = (clock.started + timedelta(seconds=start - 5), clock.started + timedelta(seconds=end + 5))
         try:
             answer = cloudwatch.get_metric_statistics(
                 Namespace=namespace, MetricName=name, Dimensions=dimensions, StartTime=window[0], EndTime=window[1],
-                Period=1, Statistics=["Maximum"],
+                Period=1, Statistics=[statistic],
             )
         except Exception:  # the chart is shown empty rather than failing the game day
             continue
-        points = [Point(clock.since(_utc(p["Timestamp"])), float(p["Maximum"])) for p in answer.get("Datapoints", [])]
+        points = [Point(clock.since(_utc(p["Timestamp"])), float(p[statistic])) for p in answer.get("Datapoints", [])]
         series[alarm_id(alarm["AlarmName"])] = tuple(sorted(points, key=lambda p: p.real_at))
     return series
+
+
+_STATISTICS = ("Minimum", "Maximum", "Sum", "Average", "SampleCount")
 
 
 def _watched(alarm: Mapping[str, Any]) -> tuple[str, str, list[dict[str, str]]] | None:

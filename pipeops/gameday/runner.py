@@ -80,10 +80,15 @@ class Stage:
 @contextmanager
 def game_day_sandbox(settings: GameDaySettings) -> Iterator[Sandbox]:
     """A fresh sandbox served on loopback in this process, stopped at the end."""
+    from moto.moto_api._internal.models import moto_api_backend
+
     from pipeline.handlers import _wiring
     from pipeops.pipeline_sandbox import pipeline_sandbox
     from sandbox.clock import TimeScale
 
+    # A served sandbox keeps its state in this process's moto, as does one served before it in
+    # the same process (a test run): start from an empty AWS, as /moto-api/reset would.
+    moto_api_backend.reset()
     sandbox = pipeline_sandbox(
         parameters=settings.parameters(), serve=True, time_scale=TimeScale(settings.time_scale),
         min_handler_seconds=settings.min_handler_seconds,
@@ -283,3 +288,16 @@ def catalog_specs(catalog: Mapping[str, Any], names: Sequence[str] | None) -> li
     """The faults to run, in catalog order (or the order given); an unknown name raises KeyError."""
     chosen = list(names) if names else list(catalog)
     return [FaultSpec.of(catalog[name]) for name in chosen]
+
+
+def play(faults: Sequence[FaultSpec], settings: GameDaySettings, progress: Progress = lambda _text: None,
+         driver_for: Callable[[Sandbox], FaultDriver] | None = None) -> GameDayResult:
+    """A whole game day on a fresh sandbox: the faults driven through the catalog (pipeops.faults)
+    unless `driver_for` builds another driver for the sandbox."""
+    from pipeops.gameday.catalog import CatalogDriver
+
+    progress("starting a fresh sandbox (template.yaml deployed, handlers running)")
+    with game_day_sandbox(settings) as sandbox:
+        assert sandbox.endpoint_url is not None
+        driver = driver_for(sandbox) if driver_for else CatalogDriver(sandbox.endpoint_url, resources_of(sandbox))
+        return run_game_day(sandbox, faults, driver, settings, progress)
