@@ -38,14 +38,14 @@ def gameday(
     from pipeops.gameday.timing import GameDaySettings
 
     names = [name.strip() for name in faults.split(",") if name.strip()] if faults else None
+    if record and (names or short or disable_alarm):
+        raise fail("--record keeps a full run only: drop --faults, --short and --disable-alarm")
     try:
         specs = chosen(names, short=short)
     except KeyError as exc:
         raise fail(str(exc.args[0])) from None
     if not specs:
         raise fail("no fault to run: the fault catalog (pipeops.faults) is empty or missing")
-    if record and (names or short or disable_alarm):
-        raise fail("--record keeps a full run only: drop --faults, --short and --disable-alarm")
     disabled = tuple(dict.fromkeys(disable_alarm or ()))
     settings = GameDaySettings.short_form(disabled=disabled) if short else GameDaySettings(disabled=disabled)
     with render.console.status("game day", spinner="dots") if not as_json else nullcontext() as shown:
