@@ -83,6 +83,9 @@ app = PipeopsTyper(
     pretty_exceptions_enable=False,
 )
 sandbox_app = typer.Typer(help="The embedded sandbox: template.yaml on moto with the real handlers.", no_args_is_help=True)
+fault_app = typer.Typer(
+    cls=_Commands, help="Break a served sandbox on purpose, to rehearse an incident; and mend it.", no_args_is_help=True
+)
 job_app = typer.Typer(cls=_Commands, help="One job in detail.", no_args_is_help=True)
 alarms_app = typer.Typer(cls=_Commands, help="The stack's alarms: states, runbooks, and the evaluator's verdict.", no_args_is_help=True)
 template_app = typer.Typer(help="template.yaml: write the alarms and dashboards built from the catalogs.", no_args_is_help=True)
@@ -101,6 +104,10 @@ app.command("version")(version.show_version)
 app.command("demo")(demo.demo)
 app.command("gameday")(gameday.gameday)
 sandbox_app.command("up")(sandbox.sandbox_up)
+fault_app.command("inject")(sandbox.fault_inject)
+fault_app.command("clear")(sandbox.fault_clear)
+fault_app.command("list")(sandbox.fault_list)
+sandbox_app.add_typer(fault_app, name="fault")
 app.command("upload")(upload.upload)
 app.command("status")(status.status)
 app.command("jobs")(jobs.jobs)

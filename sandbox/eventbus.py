@@ -77,7 +77,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 from urllib.parse import quote_plus
 
 from sandbox import schedules, status_events
@@ -257,6 +257,7 @@ class _Delivery:
     eventbridge_retries: int = 0
     invocations: int = 0
     state: str = "queued"  # queued | running | scheduled | held | done
+    faulted: bool = False  # an injected fault acted on it already (a duplicate, a late delivery)
 
 
 @dataclass
@@ -282,6 +283,13 @@ def _error_message(result: InvokeResult) -> str:
     if isinstance(payload, dict):
         return str(payload.get("errorMessage") or payload.get("errorType") or result.raw)[:2000]
     return str(result.raw)[:2000]
+
+
+class EventFaults(Protocol):
+    """Where the bus asks whether a delivery is faulted (`sandbox.faults.FaultBoard`): None, or
+    an `EventFault` (effect hold / duplicate / lose / delay)."""
+
+    def event_fault(self, source: str, rule_name: str) -> Any: ...
 
 
 class EventBus(BackgroundThread):
@@ -337,6 +345,8 @@ class EventBus(BackgroundThread):
         self._held: dict[tuple[str, str], list[_Delivery]] = {}
         self._duplicates: list[list[Any]] = []  # [predicate, copies]
         self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_SIZE)
+        self.faults: EventFaults | None = None  # set by the sandbox: injected delivery faults
+        self._fault_held: dict[str, list[_Delivery]] = {}  # fault name -> deliveries it holds
 
         self._lanes: dict[tuple[str, str, str], _Lane] = {}
         self._timer_cond = threading.Condition()
@@ -416,6 +426,7 @@ class EventBus(BackgroundThread):
                 )
             self._pending = 0
             self._held.clear()
+            self._fault_held.clear()
             self._idle_cond.notify_all()
         eventbridge_routes.SEAM.detach(self)
         self._started = False
@@ -596,6 +607,8 @@ class EventBus(BackgroundThread):
 
     def _process(self, d: _Delivery) -> None:
         d.state = "running"
+        if self.faults is not None and not d.faulted and self._injected(d):
+            return
         with self._lock:
             pause = self._paused.get(d.rule_key)
             if pause is not None and not pause.fail:
@@ -924,6 +937,48 @@ class EventBus(BackgroundThread):
     def paused_rules(self) -> dict[str, str]:
         with self._lock:
             return {_rule_label(k): ("fail" if p.fail else "hold") for k, p in self._paused.items()}
+
+    def _injected(self, d: _Delivery) -> bool:
+        """Apply an injected `EventFault` to a delivery; True when it took the delivery over."""
+        assert self.faults is not None
+        fault = self.faults.event_fault(str(d.event.get("source") or ""), d.rule_key[1])
+        if fault is None:
+            return False
+        d.faulted = True
+        if fault.effect == "duplicate":
+            copy_ = copy.copy(d)
+            with self._lock:
+                self._pending += 1
+                self._accepted_total += 1
+                self._count(d.rule_key, "matched")
+            self._enqueue(copy_)
+            return False
+        if fault.effect == "lose":
+            message = "Rate exceeded (sandbox fault: events lost)"
+            self._dead_letter(d, "THROTTLING", message, "MaximumRetryAttempts")
+            return True
+        if fault.effect == "delay":
+            d.state = "scheduled"
+            due = time.monotonic() + self.time_scale.scale(fault.delay_seconds)
+            with self._timer_cond:
+                heapq.heappush(self._retry_heap, (due, next(self._seq), d))
+                self._timer_cond.notify_all()
+            return True
+        with self._lock:  # hold: kept until the fault ends, not counted as in flight
+            d.state = "held"
+            self._fault_held.setdefault(fault.name, []).append(d)
+            self._pending -= 1
+            self._idle_cond.notify_all()
+        return True
+
+    def fault_ended(self, spec: Any) -> int:
+        """A fault ended: deliver what it held, in order; returns how many."""
+        with self._lock:
+            held = self._fault_held.pop(getattr(spec, "name", ""), [])
+            self._pending += len(held)
+        for d in held:
+            self._enqueue(d)
+        return len(held)
 
     # ---------------------------------------------------------------- observation
 

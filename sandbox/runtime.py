@@ -109,6 +109,13 @@ class InvocationRecord:
     ended_at: float = 0.0  # epoch seconds: when the invocation ended (for a timeout: the cut-off)
 
 
+class FunctionFaults(Protocol):
+    """Where the runtime asks whether an invocation is to fail (`sandbox.faults.FaultBoard`):
+    None, or a `FunctionFault` (effect error / timeout / delay)."""
+
+    def function_fault(self, function_name: str) -> Any: ...
+
+
 class InvocationListener(Protocol):
     """Told of every invocation's start and end (`LambdaRuntime.add_listener`), e.g. to publish
     the AWS/Lambda metrics. Called on the invoking thread: it must be quick and must not raise
@@ -345,6 +352,7 @@ class LambdaRuntime:
         self._configurations: dict[str, tuple[Any, ...]] = {}  # function name -> configuration last run
         self._configurations_lock = threading.Lock()
         self._fresh_environment_hooks: tuple[Callable[[str], None], ...] = ()
+        self.faults: FunctionFaults | None = None  # set by the sandbox: injected invocation faults
 
     def real_timeout(self, timeout_seconds: float) -> float:
         """Real seconds a function with this Timeout may run before it is cut off.
@@ -534,7 +542,11 @@ class LambdaRuntime:
             self._env.enter(env)
             handler, init_ms, init_error = self._loaded_handler(str(fn.handler), capture)
         try:
-            duration_ms, timed_out = _run_until_cut_off(handler, event, call, fn, stream, capture, outcome)
+            fault = self.faults.function_fault(call.function_name) if self.faults is not None else None
+            if fault is None:
+                duration_ms, timed_out = _run_until_cut_off(handler, event, call, fn, stream, capture, outcome)
+            else:
+                duration_ms, timed_out = _run_faulted(fault, handler, event, call, fn, stream, capture, outcome, self.time_scale)
         finally:
             with _ENV_LOCK:
                 self._env.exit()
@@ -784,6 +796,48 @@ def _run_until_cut_off(
         worker.start()
         timed_out = not outcome.done.wait(call.real_timeout)
     return (time.perf_counter() - run_started) * 1000, timed_out
+
+
+class InjectedError(Exception):
+    """Raised in place of a handler by an injected `error` fault (its errorType is the fault's)."""
+
+
+def _run_faulted(
+    fault: Any,
+    handler: Callable[..., Any] | None,
+    event: Any,
+    call: _Call,
+    fn: Any,
+    stream: str,
+    capture: InvocationCapture,
+    outcome: _Outcome,
+    time_scale: TimeScale,
+) -> tuple[float, bool]:
+    """An invocation under an injected `FunctionFault`: (duration ms, timed out).
+
+    timeout (or a delay as long as the Timeout): Lambda's timeout answer at once, its Duration the
+    Timeout, without waiting it out. error: the handler does not run, the invocation fails with the
+    fault's error type. delay: the handler starts after the scaled delay; Duration counts the
+    virtual delay, as AWS would measure it."""
+    if fault.effect == "timeout" or (fault.effect == "delay" and fault.delay_seconds >= call.timeout_s):
+        return call.timeout_s * 1000, True
+    if fault.effect == "error":
+        error = type(fault.error_type.rsplit(".", 1)[-1], (InjectedError,), {})
+
+        def failing(_event: Any, _context: Any) -> Any:
+            raise error(f"sandbox fault {fault.name}: injected invocation error")
+
+        return _run_until_cut_off(failing, event, call, fn, stream, capture, outcome)
+    inner = handler
+
+    def delayed(event_: Any, context: Any) -> Any:
+        time.sleep(time_scale.scale(fault.delay_seconds))
+        return inner(event_, context) if inner is not None else None
+
+    duration_ms, timed_out = _run_until_cut_off(delayed if handler is not None else None, event, call, fn, stream, capture, outcome)
+    if not timed_out:  # the delay as AWS measures it: virtual seconds, not the scaled wait
+        duration_ms += (fault.delay_seconds - time_scale.scale(fault.delay_seconds)) * 1000
+    return duration_ms, timed_out
 
 
 def _response(

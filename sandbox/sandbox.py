@@ -40,9 +40,11 @@ from sandbox.clients import INTERNAL_USER_AGENT, ClientCache
 from sandbox.clock import TimeScale
 from sandbox.deploy import Deployment, deploy, samconfig_stack_name
 from sandbox.eventbus import EventBus
+from sandbox.faults import CONTROL_PATH, FaultBoard
+from sandbox.faults.control import control
 from sandbox.iam_enforcement import IamEnforcement
 from sandbox.runtime import LambdaRuntime
-from sandbox.seams import iam_calls, limits
+from sandbox.seams import handler_calls, iam_calls, limits
 from sandbox.serving import GatedMotoServer, ReadinessGate
 from sandbox.sqs_metrics import SqsMetricsPublisher
 from sandbox.sqs_poller import SqsEventSourcePoller
@@ -114,6 +116,9 @@ class Sandbox:
     aws_metrics: AwsMetricsPublisher | None = field(default=None, init=False)
     alarms: AlarmEngine | None = field(default=None, init=False)  # `alarms.evaluate_now()` forces a pass
     iam: IamEnforcement | None = field(default=None, init=False)  # kept after stop: records stay readable
+    # The faults injected now (`sandbox.faults`): `faults.inject(spec)`, `faults.clear()`; served,
+    # also over HTTP at `sandbox.faults.CONTROL_PATH`. Kept after stop: its history stays readable.
+    faults: FaultBoard | None = field(default=None, init=False)
     endpoint_url: str | None = field(default=None, init=False)
     _mock: Any = field(default=None, init=False, repr=False)
     _server: Any = field(default=None, init=False, repr=False)
@@ -137,6 +142,7 @@ class Sandbox:
             seams.install()
             limits.install()  # AWS's 256 KB state and input, 400 KB item: a test of size means something
             self._seams_installed = True
+            self.faults = FaultBoard(self.time_scale, self._physical_name, region=self.region, on_first_call_fault=handler_calls.SEAM.attach)
             self._start_aws()
             if self.enforce_iam:
                 self.iam = IamEnforcement(self.region, self.endpoint_url)
@@ -151,6 +157,7 @@ class Sandbox:
             ).install()
             for hook in self.fresh_environment_hooks:
                 self.runtime.on_fresh_environments(hook)
+            self.runtime.faults = self.faults
             # Listening before anything can invoke a function or start an execution.
             self.aws_metrics = AwsMetricsPublisher(
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url
@@ -166,7 +173,10 @@ class Sandbox:
             self.poller = SqsEventSourcePoller(
                 self.runtime, region=self.region, endpoint_url=self.endpoint_url, poll_wait_seconds=0
             ).start()
-            self.bus = EventBus(self.runtime, region=self.region, endpoint_url=self.endpoint_url).start()
+            self.bus = EventBus(self.runtime, region=self.region, endpoint_url=self.endpoint_url)
+            self.bus.faults = self.faults
+            self.faults.on_clear(self.bus.fault_ended)
+            self.bus.start()
             self.sqs_metrics = SqsMetricsPublisher(
                 region=self.region, endpoint_url=self.endpoint_url, time_scale=self.time_scale
             ).start()
@@ -188,7 +198,10 @@ class Sandbox:
     def _start_aws(self) -> None:
         if self.serve:
             routes = {CLOCK_PATH: self._clock}  # `pipeops alarms check` judges on the engine's clock
-            self._server = GatedMotoServer(self._gate, ip_address="127.0.0.1", port=self.port, routes=routes)
+            actions = {CONTROL_PATH: control(self.faults)} if self.faults is not None else {}
+            self._server = GatedMotoServer(
+                self._gate, ip_address="127.0.0.1", port=self.port, routes=routes, actions=actions
+            )
             self._server.start()
             host, port = self._server.get_host_and_port()
             self.endpoint_url = f"http://{host}:{port}"
@@ -207,6 +220,12 @@ class Sandbox:
             self._mock = mock_aws(config=EXECUTING)
             self._mock.start()
 
+    def _physical_name(self, name: str) -> str:
+        """A template logical id's physical name in the deployed stack; any other name as given."""
+        if self.deployment is None:
+            return name
+        return self.deployment.resources.get(name, name)
+
     def _clock(self) -> dict[str, Any]:
         """The clock the alarm engine evaluates on (before it starts: its time scale from now)."""
         if self.alarms is not None:
@@ -221,6 +240,9 @@ class Sandbox:
             except Exception:
                 LOG.warning("the alarm engine did not stop cleanly", exc_info=True)
             self.alarms = None
+        if self.faults is not None:  # held events delivered while the bus still runs
+            self.faults.close()
+            handler_calls.SEAM.detach(self.faults)
         for part in (self.sqs_metrics, self.bus, self.poller, self.aws_metrics):
             if part is not None:
                 try:

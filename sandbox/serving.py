@@ -73,19 +73,49 @@ class ReadinessGate:
         return gated
 
 
-def with_routes(app: WsgiApp, routes: Mapping[str, Callable[[], Any]]) -> WsgiApp:
+# An action: (HTTP method, query string, request body) -> (HTTP status, JSON-ready answer).
+Action = Callable[[str, str, bytes], tuple[int, Any]]
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+MAX_ACTION_BODY = 64 * 1024
+
+
+def with_routes(
+    app: WsgiApp, routes: Mapping[str, Callable[[], Any]], actions: Mapping[str, Action] | None = None
+) -> WsgiApp:
     """`app`, except that a GET of one of `routes`' paths answers its function's value as JSON
-    (the sandbox's own facts, such as the clock its alarms run on)."""
+    (the sandbox's own facts, such as the clock its alarms run on), and any request to one of
+    `actions`' paths is answered by its action (the sandbox's controls, such as its faults)."""
+    actions = dict(actions or {})
 
     def routed(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        route = routes.get(environ.get("PATH_INFO", ""))
+        path = environ.get("PATH_INFO", "")
+        action = actions.get(path)
+        if action is not None:
+            status, answer = action(environ.get("REQUEST_METHOD", ""), environ.get("QUERY_STRING", ""), _body(environ))
+            return _json(start_response, status, answer)
+        route = routes.get(path)
         if route is None or environ.get("REQUEST_METHOD") != "GET":
             return app(environ, start_response)
-        body = json.dumps(route()).encode()
-        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-        return [body]
+        return _json(start_response, 200, route())
 
     return routed
+
+
+def _body(environ: dict[str, Any]) -> bytes:
+    try:
+        length = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_ACTION_BODY)
+    except ValueError:
+        length = 0
+    return environ["wsgi.input"].read(length) if length > 0 else b""
+
+
+def _json(start_response: Callable[..., Any], status: int, answer: Any) -> list[bytes]:
+    body = json.dumps(answer).encode()
+    start_response(
+        f"{status} {_REASONS.get(status, 'Error')}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
 
 
 class GatedMotoServer(ThreadedMotoServer):
@@ -97,13 +127,15 @@ class GatedMotoServer(ThreadedMotoServer):
         ip_address: str = "127.0.0.1",
         port: int = 0,
         routes: Mapping[str, Callable[[], Any]] | None = None,
+        actions: Mapping[str, Action] | None = None,
     ) -> None:
         super().__init__(ip_address=ip_address, port=port, verbose=False)
         self.gate = gate
         self.routes = dict(routes or {})
+        self.actions = dict(actions or {})
 
     def _server_entry(self) -> None:  # moto seam: the same app ThreadedMotoServer builds, gated
-        app = with_routes(DomainDispatcherApplication(create_backend_app), self.routes)
+        app = with_routes(DomainDispatcherApplication(create_backend_app), self.routes, self.actions)
         self._server = make_server(
             self._ip_address, self._port, self.gate.wrap(app), True, request_handler=MotoRequestHandler
         )

@@ -1,4 +1,5 @@
-"""`pipeops sandbox up`: the sandbox served on loopback until Ctrl-C."""
+"""`pipeops sandbox up`: the sandbox served on loopback until Ctrl-C; `pipeops sandbox fault`:
+break a served sandbox on purpose (`pipeops.faults`) and mend it."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ import json
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.table import Table
 
 from pipeline.stack import DEFAULT_STACK_NAME
 from pipeops import render
-from pipeops.commands.common import JsonOption, fail
+from pipeops.commands.common import JsonOption, RegionOption, StackOption, connect, fail
+from pipeops.render import ErrorCode
 
 if TYPE_CHECKING:
+    from pipeops.faults import FaultTarget, NamedFault
     from sandbox.sandbox import Sandbox
 
 
@@ -77,3 +81,145 @@ def _announce(sbx: Sandbox, stack_name: str, as_json: bool) -> None:
         render.console.print(f"  {key:32} {value}")
     render.console.print(f"try: pipeops status --endpoint-url {endpoint_url}")
     sys.stdout.flush()
+
+
+# -- pipeops sandbox fault inject | clear | list ------------------------------------------------
+
+FaultEndpointOption = Annotated[
+    str | None,
+    typer.Option("--endpoint-url", help="The served sandbox (`pipeops sandbox up`; default: AWS_ENDPOINT_URL)."),
+]
+
+
+def _fault_target(stack_name: str | None, endpoint_url: str | None, region: str | None) -> FaultTarget:
+    """The served sandbox to break, or exit 2 saying how to start one."""
+    import os
+
+    if not (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
+        raise fail("faults are injected into a served sandbox: start one with `pipeops sandbox up`, then pass its --endpoint-url")
+    from pipeops.faults import FaultTarget
+
+    connection, resources = connect(stack_name, endpoint_url, region)
+    assert connection.endpoint_url is not None
+    return FaultTarget(connection.endpoint_url, resources, connection.region or "us-east-1")
+
+
+def fault_inject(
+    name: Annotated[str, typer.Argument(help="The fault (`pipeops sandbox fault list` names them).")],
+    duration: Annotated[
+        str | None, typer.Option("--for", help="How long, in virtual time (e.g. 5m; default: until cleared).")
+    ] = None,
+    share: Annotated[float, typer.Option("--share", help="Share of calls, invocations or events faulted, in (0, 1].")] = 1.0,
+    endpoint_url: FaultEndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Break the served sandbox the way production breaks, to rehearse an incident by hand."""
+    from pipeops.durations import parse_duration
+    from pipeops.faults import FaultError, fault_named, inject
+
+    try:
+        fault = fault_named(name)
+        seconds = parse_duration(duration, option="--for").total_seconds() if duration else None
+    except (FaultError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if not 0.0 < share <= 1.0:
+        raise fail(f"--share {share} is not in (0, 1]: e.g. 0.5 for every other call")
+    target = _fault_target(stack_name, endpoint_url, region)
+    try:
+        injected = inject(target, name, share=share, for_seconds=seconds)
+    except FaultError as exc:
+        raise fail(str(exc), ErrorCode.FAILED) from None
+    result = {"fault": _fault_row(fault), "injected": injected}
+    if as_json:
+        render.emit_json("sandbox-fault-inject", result)
+        return
+    until = f"for {duration} (virtual)" if duration else "until `pipeops sandbox fault clear`"
+    render.console.print(f"injected [bold]{name}[/bold] ({fault.description}) {until}")
+    for item in injected:
+        if "written" in item:
+            render.console.print(f"  wrote: {item['written']}")
+    alarms = ", ".join(fault.expected_alarms) or "none (the pipeline absorbs it)"
+    render.console.print(f"  should fire: {alarms}; remedy: {_remedy(fault)}")
+
+
+def fault_clear(
+    name: Annotated[str | None, typer.Argument(help="The fault to end (default: every fault in force).")] = None,
+    endpoint_url: FaultEndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """End a sandbox fault (or all); what a data fault wrote stays until it is repaired."""
+    from pipeops.faults import FaultError, clear, fault_named
+
+    try:
+        fault = fault_named(name) if name else None
+    except FaultError as exc:
+        raise fail(str(exc)) from None
+    target = _fault_target(stack_name, endpoint_url, region)
+    try:
+        cleared = clear(target, name)
+    except FaultError as exc:
+        raise fail(str(exc), ErrorCode.FAILED) from None
+    if as_json:
+        render.emit_json("sandbox-fault-clear", {"cleared": cleared})
+        return
+    if fault is not None and fault.kind == "data":
+        render.console.print(f"{name} is data, not a fault in force: it stays until repaired (remedy: {_remedy(fault)})")
+        return
+    render.console.print(f"cleared: {', '.join(cleared)}" if cleared else "no fault was in force")
+
+
+def fault_list(
+    endpoint_url: FaultEndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The known faults (what each breaks, the alarms that should fire, the remedy), and with a
+    sandbox endpoint those in force there."""
+    import os
+
+    from pipeops.faults import FAULTS, FaultError, active
+
+    rows = [_fault_row(fault) for fault in FAULTS.values()]
+    in_force: list[dict[str, Any]] | None = None
+    if endpoint_url or os.environ.get("AWS_ENDPOINT_URL"):
+        try:
+            in_force = active(_fault_target(stack_name, endpoint_url, region))
+        except FaultError as exc:
+            raise fail(str(exc), ErrorCode.FAILED) from None
+    if as_json:
+        render.emit_json("sandbox-fault-list", {"faults": rows, "active": in_force})
+        return
+    table = Table(title="Faults (pipeops sandbox fault inject NAME)")
+    table.add_column("fault", no_wrap=True)
+    for column in ("kind", "what breaks", "should fire", "remedy", "in force"):
+        table.add_column(column)
+    active_names = {a["name"]: a for a in in_force or []}
+    for row in rows:
+        now = active_names.get(row["name"])
+        left = "-" if now is None else f"yes ({now['faulted']}/{now['matched']} faulted" + (
+            f", {now['seconds_left']:.0f} s left)" if now.get("seconds_left") is not None else ")"
+        )
+        table.add_row(row["name"], row["kind"], row["description"], ", ".join(row["expected_alarms"]) or "-", row["remedy"] or "reconciler", left if in_force is not None else "?")
+    render.console.print(table)
+
+
+def _fault_row(fault: NamedFault) -> dict[str, Any]:
+    return {
+        "name": fault.name,
+        "kind": fault.kind,
+        "description": fault.description,
+        "expected_alarms": list(fault.expected_alarms),
+        "remedy": fault.remedy.value if fault.remedy is not None else None,
+        "for_seconds": fault.for_seconds,
+    }
+
+
+def _remedy(fault: NamedFault) -> str:
+    if fault.remedy is None:
+        return "the scheduled reconciler (or the redelivery) repairs it"
+    return f"`pipeops runbook run {fault.remedy.value}`"
