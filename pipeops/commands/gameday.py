@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from pipeops import render
 from pipeops.commands.common import JsonOption, fail
@@ -52,7 +54,7 @@ def gameday(
         def progress(text: str) -> None:
             if shown is not None:
                 shown.update(f"game day: {text}")
-                render.console.log(text)
+                render.console.print(f"[dim]{datetime.now():%H:%M:%S}[/dim] {escape(text)}", highlight=False)
 
         result = play(specs, settings, progress)
     if report is not None:
@@ -76,7 +78,7 @@ def _print(result: GameDayResult, report: Path | None) -> None:
     for v in result.verdicts:
         detect = f"{v.detect_real:.1f} s ({(v.detect_virtual or 0) / 60:.1f} vmin)" if v.detect_real is not None else "-"
         repair = f"{v.repair_real:.1f} s ({(v.repair_virtual or 0) / 60:.1f} vmin)" if v.repair_real is not None else "-"
-        table.add_row(v.fault, v.alarm or "[red]none[/red]", detect, "yes" if v.notified else "[red]no[/red]", v.remedy,
+        table.add_row(v.fault, v.alarm or ("none (absorbed)" if v.absorbed else "[red]none[/red]"), detect, "-" if v.absorbed else ("yes" if v.notified else "[red]no[/red]"), v.remedy,
                       repair, "held" if v.invariants_held else "[red]broken[/red]", "[green]pass[/green]" if v.passed else "[red]fail[/red]")
     render.console.print(table)
     for note in result.sandbox_timings:

@@ -16,9 +16,10 @@ from typing import Any
 from pipeops.gameday.model import FaultSpec
 from stack.resources import StackResources
 
-# The short form in the default suite: 3-4 faults that between them exercise a reconciler
-# repair, a runbook redrive and a data fault, each detected by a different alarm.
-SHORT_FAULTS: tuple[str, ...] = ("count-negative", "poison-message", "ghost-holder", "tracker-events-lost")
+# The short form in the default suite: a router crash the reconciler repairs, poison messages the
+# DLQ runbook redrives (and quarantines), a hand-edited count, and a duplicate the pipeline absorbs
+# with no alarm: each kind of detection and remedy once, each fault seconds long.
+SHORT_FAULTS: tuple[str, ...] = ("router-crash-after-start", "poison-messages", "counter-negative", "status-events-duplicated")
 
 
 class CatalogMissing(LookupError):

@@ -69,6 +69,7 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
         lines += ["No full game day recorded yet: run `make gameday`.", ""]
     lines += [
         "Detect: from the injection to the expected alarm in ALARM. Repair: from the fault cleared to every alarm OK.",
+        "A fault with no expected alarm is absorbed by design (a duplicate is harmless): it passes only if no alarm fires.",
         "Both as real seconds / virtual minutes (virtual is what the stack's clocks saw, close to AWS's).",
         "",
         "| fault | what it breaks | expected alarm | fired | detect | remedy | repair | notified | invariants |",
@@ -81,7 +82,7 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
             cells += ["not measured yet", "-", fault.remedy or "reconciler", "-", "-", "-"]
         else:
             cells += [
-                f"`{row['alarm']}`" if row["alarm"] else "**none**",
+                f"`{row['alarm']}`" if row["alarm"] else ("none (absorbed)" if row.get("absorbed") else "**none**"),
                 _times(row["detect_real"], row["detect_virtual"]),
                 row["remedy"],
                 _times(row["repair_real"], row["repair_virtual"]),

@@ -23,13 +23,16 @@ def subscribe_a_queue(client: Client, topic_arn: str, queue_name: str) -> str:
     return url
 
 
-def drain_notifications(client: Client, url: str) -> list[dict[str, Any]]:
-    """Every alarm notification waiting in the inbox (CloudWatch's JSON message), removed from it."""
+def drain_notifications(client: Client, url: str, most: int = 500) -> list[dict[str, Any]]:
+    """The alarm notifications waiting in the inbox (CloudWatch's JSON message), oldest first, at
+    most `most` of them (a look, not an endless loop while alarms keep notifying), removed from it."""
     sqs = client("sqs")
     found: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+    while len(found) < most and (batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])):
         for message in batch:
             with suppress(json.JSONDecodeError, KeyError, TypeError):  # else not a notification a pager acts on
                 found.append(json.loads(json.loads(message["Body"])["Message"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
+        )
     return found

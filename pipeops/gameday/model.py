@@ -25,21 +25,29 @@ class Fault(Protocol):
     def expected_alarms(self) -> tuple[str, ...] | list[str]: ...
 
     @property
-    def remedy(self) -> str | None: ...
+    def remedy(self) -> Any: ...  # a runbook id (a str enum), or None
 
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """A fault as the game day records it (read from the catalog, or from a recorded run)."""
+    """A fault as the game day records it (read from the catalog, or from a recorded run). No
+    expected alarm: the pipeline absorbs it by construction, and no alarm may fire."""
 
     name: str
     description: str
     expected_alarms: tuple[str, ...]
     remedy: str | None
+    for_seconds: float | None = None  # how long it acts, virtual seconds (absorbed faults)
 
     @classmethod
     def of(cls, fault: Fault) -> FaultSpec:
-        return cls(fault.name, fault.description, tuple(alarm_id(a) for a in fault.expected_alarms), fault.remedy)
+        remedy = getattr(fault.remedy, "value", fault.remedy)
+        alarms = tuple(alarm_id(a) for a in fault.expected_alarms)
+        return cls(fault.name, fault.description, alarms, None if remedy is None else str(remedy), getattr(fault, "for_seconds", None))
+
+    @property
+    def absorbed(self) -> bool:
+        return not self.expected_alarms
 
 
 def alarm_id(name: str) -> str:
@@ -114,6 +122,7 @@ class FaultVerdict:
     repair_virtual: float | None
     invariants_held: bool
     problems: tuple[str, ...]
+    absorbed: bool = False  # no alarm expected, and none fired
 
     @property
     def passed(self) -> bool:
@@ -162,7 +171,7 @@ class GameDayResult:
                 FaultObservation(
                     **{
                         **f,
-                        "fault": FaultSpec(spec["name"], spec["description"], tuple(spec["expected_alarms"]), spec["remedy"]),
+                        "fault": FaultSpec(**{**spec, "expected_alarms": tuple(spec["expected_alarms"])}),
                         "not_ok_before": tuple(f["not_ok_before"]),
                         "changes": tuple(change(c) for c in f["changes"]),
                         "notified": tuple(f["notified"]),

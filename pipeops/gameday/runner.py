@@ -33,7 +33,7 @@ from pipeops.gameday.observe import (
     wait_for,
 )
 from pipeops.gameday.timing import GameDaySettings, sandbox_timings
-from pipeops.gameday.traffic import Traffic
+from pipeops.gameday.traffic import LIGHT_WAVE, Traffic
 from pipeops.gameday.verdict import false_alarms, game_day_problems, judge
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def run_game_day(
 def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Progress) -> FaultObservation:
     """One fault from all-OK to the invariants at rest."""
     settings, clock = stage.settings, stage.clock
-    stage.traffic.resume(fault.name)
+    stage.traffic.resume(fault.name, interval=settings.fault_traffic_interval, samples=LIGHT_WAVE)
     started = clock.now()
     wait_for(lambda: not stage.in_alarm(), settings.calm_timeout)
     observation = FaultObservation(fault=fault, started_at=started, injected_at=None, not_ok_before=tuple(stage.in_alarm()),
@@ -173,15 +173,7 @@ def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Pro
         return _finish(stage, observation, actions)
     observation.injected_at = clock.now()
     actions.append(Action(f"inject {fault.name}", observation.injected_at))
-    progress(f"{fault.name}: injected, waiting for {', '.join(fault.expected_alarms) or 'an alarm'}")
-    expected = set(fault.expected_alarms)
-    injected = observation.injected_at
-
-    def detected() -> bool:
-        return any(c.new == "ALARM" and c.alarm in expected for c in transitions(stage.sandbox, clock, injected))
-
-    if wait_for(detected, settings.detect_timeout):
-        _collect_notifications(stage, observation, actions)
+    _let_it_act(stage, observation, actions, progress)
     try:
         driver.clear(fault.name)
     except Exception as exc:
@@ -190,10 +182,53 @@ def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Pro
     actions.append(Action(f"clear {fault.name}", observation.cleared_at))
     _remedy(stage, observation, actions, progress)
     progress(f"{fault.name}: waiting for every alarm to return to OK")
-    if wait_for(lambda: not stage.in_alarm(), settings.ok_timeout):
-        observation.ok_at = clock.now()
-        actions.append(Action("every alarm OK", observation.ok_at))
+    for attempt in range(1, settings.remedy_attempts + 1):
+        if wait_for(lambda: not stage.in_alarm(), settings.ok_timeout / settings.remedy_attempts) and _stays_ok(stage, observation):
+            observation.ok_at = clock.now()
+            actions.append(Action("every alarm OK", observation.ok_at))
+            break
+        still = ", ".join(stage.in_alarm())
+        if observation.remedy_verdict in ("reconciler", "manual") or attempt == settings.remedy_attempts:
+            continue
+        # What was still on its way when the runbook ran (a poison message's last receives) is
+        # there now: on-call runs the runbook again while its alarm stays in ALARM.
+        progress(f"{fault.name}: still in ALARM ({still}): the runbook again")
+        _remedy(stage, observation, actions, progress)
+    else:
+        progress(f"{fault.name}: still in ALARM after {settings.ok_timeout:.0f} s: {', '.join(stage.in_alarm())}")
+    progress(f"{fault.name}: traffic paused, checking the invariants at rest")
     return _finish(stage, observation, actions)
+
+
+def _stays_ok(stage: Stage, observation: FaultObservation) -> bool:
+    """After a runbook, every alarm still OK a while later: what was on its way when it ran (a
+    poison message still being received, an event being retried) would fire again by then."""
+    if observation.remedy_verdict in ("reconciler", "manual", None):
+        return True
+    time.sleep(stage.settings.settle_virtual_seconds * stage.settings.time_scale)
+    return not stage.in_alarm()
+
+
+def _let_it_act(stage: Stage, observation: FaultObservation, actions: list[Action], progress: Progress) -> None:
+    """Until an expected alarm fires (and its notification is looked for); a fault the pipeline
+    absorbs acts for its duration (or the default), stopped early by any alarm, which fails it."""
+    fault, clock, injected = observation.fault, stage.clock, observation.injected_at or 0.0
+    expected = set(fault.expected_alarms)
+
+    def fired() -> bool:
+        return any(c.new == "ALARM" and (c.alarm in expected or not expected) for c in transitions(stage.sandbox, clock, injected))
+
+    if fault.absorbed:
+        seconds = max(fault.for_seconds or 0.0, stage.settings.absorb_virtual_seconds) * stage.settings.time_scale
+        progress(f"{fault.name}: injected, absorbed by design: acting {seconds:.0f} s, no alarm may fire")
+        wait_for(fired, seconds)
+        return
+    progress(f"{fault.name}: injected, waiting for {', '.join(fault.expected_alarms)}")
+    if wait_for(fired, stage.settings.detect_timeout):
+        progress(f"{fault.name}: detected after {clock.now() - injected:.1f} s")
+        _collect_notifications(stage, observation, actions)
+    else:
+        progress(f"{fault.name}: no expected alarm within {stage.settings.detect_timeout:.0f} s")
 
 
 def _collect_notifications(stage: Stage, observation: FaultObservation, actions: list[Action]) -> None:
@@ -220,7 +255,7 @@ def _collect_notifications(stage: Stage, observation: FaultObservation, actions:
 def _remedy(stage: Stage, observation: FaultObservation, actions: list[Action], progress: Progress) -> None:
     """The fault's runbook, applied as on-call would (`pipeops runbook run ID --apply`), or
     nothing: the scheduled reconciler repairs on its next run."""
-    from runbooks.automation.engine import run_runbook
+    from runbooks.automation.engine import ACTING_RUNBOOKS, run_runbook
     from runbooks.automation.result import ActionResult
 
     runbook = observation.fault.remedy
@@ -228,13 +263,58 @@ def _remedy(stage: Stage, observation: FaultObservation, actions: list[Action], 
     if runbook is None:
         observation.remedy_verdict = "reconciler"
         return
+    if runbook not in {r.value for r in ACTING_RUNBOOKS}:  # its page's steps: the cause found and cleared
+        observation.remedy_verdict = "manual"
+        actions.append(Action(f"runbook {runbook}: no automated repair (runbooks/{runbook}.md), cause cleared", stage.clock.now()))
+        return
+    _wait_for_the_runbooks_alarm(stage, runbook, progress)
     progress(f"{observation.fault.name}: pipeops runbook run {runbook} --apply")
     result = run_runbook(runbook, stage.resources, stage.sandbox, apply=True, actor="gameday")
+    applied = sum(1 for a in result.actions if a.result is ActionResult.APPLIED)
     observation.remedy_verdict = result.verdict.value
-    observation.remedy_applied = sum(1 for a in result.actions if a.result is ActionResult.APPLIED)
-    actions.append(Action(f"runbook {runbook}: {result.verdict.value}, {observation.remedy_applied} applied", stage.clock.now()))
+    observation.remedy_applied += applied
+    actions.append(Action(f"runbook {runbook}: {result.verdict.value}, {applied} applied", stage.clock.now()))
     if result.error:
         observation.error = f"runbook {runbook}: {result.error}"
+    if deleted := _review_quarantine(stage):
+        actions.append(Action(f"quarantine reviewed: {deleted} malformed message(s) deleted", stage.clock.now()))
+
+
+def _wait_for_the_runbooks_alarm(stage: Stage, runbook: str, progress: Progress) -> None:
+    """On-call runs the runbook an alarm names once that alarm pages: a DLQ redrive run when the
+    first failure was seen elsewhere (the router's) would find the DLQ still empty."""
+    from alarms.live import spec_of
+
+    stack = stage.sandbox.stack_name
+    states = stage.states()
+    named = {a for a in states if (spec := spec_of(f"{stack}-{a}", stack)) is not None and spec.runbook.value == runbook}
+    if named and not named & set(stage.in_alarm()):
+        progress(f"waiting for an alarm whose runbook is {runbook}: {', '.join(sorted(named))}")
+        wait_for(lambda: bool(named & set(stage.in_alarm())), stage.settings.detect_timeout)
+
+
+def _review_quarantine(stage: Stage) -> int:
+    """What the person does next (runbooks/dlq-messages.md): a parked message that names no run
+    (malformed) has nothing to send back, and is read and deleted. Any other parked message stays,
+    its alarm with it, and fails the game day: it is a run someone must look at."""
+    from runbooks.automation.dead_letters import MALFORMED
+
+    url = stage.resources.QuarantineQueueUrl
+    if not url:
+        return 0
+    sqs, deleted = stage.sandbox.client("sqs"), 0
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=5).get("Messages", []):
+        malformed = [m for m in batch if _reason(m).split(":", 1)[0] == MALFORMED]  # "<reason>: why"
+        for message in malformed:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        deleted += len(malformed)
+        if len(malformed) < len(batch):
+            break
+    return deleted
+
+
+def _reason(message: Mapping[str, Any]) -> str:
+    return str(message.get("MessageAttributes", {}).get("pipeops-reason", {}).get("StringValue", ""))
 
 
 def _finish(stage: Stage, observation: FaultObservation, actions: list[Action]) -> FaultObservation:

@@ -25,11 +25,17 @@ class GameDaySettings:
     time_scale: float = TIME_SCALE
     max_concurrency: int = 3
     healthy_seconds: float = 20.0
-    traffic_interval: float = 2.0
+    traffic_interval: float = 2.0  # real seconds between waves in the healthy phase
+    fault_traffic_interval: float = 0.5  # and while a fault acts (light waves: traffic.LIGHT_WAVE)
     calm_timeout: float = 60.0  # every alarm OK before an injection
     detect_timeout: float = 90.0  # an expected alarm in ALARM
     notify_timeout: float = 20.0  # its notification in the inbox
-    ok_timeout: float = 120.0  # every alarm back to OK after the remedy
+    absorb_virtual_seconds: float = 1200.0  # how long a fault with no expected alarm acts, by default
+    ok_timeout: float = 120.0
+    # After a runbook, alarms must stay OK this long (virtual seconds): a poison message is
+    # received 5 times, a visibility timeout (365 s) apart, before it reaches the DLQ.
+    settle_virtual_seconds: float = 2400.0
+    remedy_attempts: int = 3  # a runbook is run again while an alarm stays in ALARM, up to this  # every alarm back to OK after the remedy
     rest_timeout: float = 120.0  # traffic stopped: every file accounted for, the counter agreeing
     min_handler_seconds: float = 30.0  # the sandbox's real-time floor of a function's timeout
     disabled: tuple[str, ...] = field(default_factory=tuple)  # alarm ids deleted before the game day

@@ -13,6 +13,9 @@ from typing import Any
 # Files of a wave: a folder job of the samples' small text files, one unsupported (a PDF) and the
 # rest redactable, so every outcome kind the invariants name is exercised.
 WAVE_SAMPLES = ("claims/claim-0141.txt", "claims/scan-0141.pdf", "welcome.txt")
+# While a fault acts, waves come faster and lighter: an error-rate alarm (errors in 3 of 5
+# one-minute periods) needs a failing invocation in most virtual minutes.
+LIGHT_WAVE = ("welcome.txt",)
 
 
 @dataclass
@@ -23,6 +26,7 @@ class Traffic:
     put: Callable[[str, bytes], None]  # (key, body) -> the object uploaded to the input bucket
     files: Mapping[str, Path]  # sample key -> local file
     interval: float = 2.0
+    samples: tuple[str, ...] = WAVE_SAMPLES
     keys: list[str] = field(default_factory=list)  # every key uploaded, in order
     errors: list[str] = field(default_factory=list)
     _label: str = "healthy"
@@ -49,15 +53,20 @@ class Traffic:
         with self._lock:  # a wave being uploaded finishes first
             pass
 
-    def resume(self, label: str) -> None:
+    def resume(self, label: str, *, interval: float | None = None, samples: tuple[str, ...] | None = None) -> None:
+        """Waves again, labelled `label` (the phase), optionally at another pace and size."""
         self._label = label
+        self.interval = interval or self.interval
+        self.samples = samples or self.samples
         self._running.set()
 
     def wave(self) -> None:
         """One wave now: a folder named after the phase and the wave's number."""
         with self._lock:
             folder = f"gameday-{_safe(self._label)}-{next(self._waves):03d}"
-            for sample in WAVE_SAMPLES:
+            if not self._running.is_set():  # paused while this wave waited for the lock
+                return
+            for sample in self.samples:
                 path = self.files.get(sample)
                 if path is None:
                     continue

@@ -31,12 +31,14 @@ def judge(observation: FaultObservation, time_scale: float) -> FaultVerdict:
     if observation.not_ok_before:
         problems.append(f"alarms not OK before the injection: {', '.join(observation.not_ok_before)}")
     detected = first_detection(observation)
-    if detected is None:
+    if fault.absorbed:
+        problems += _absorbed_problems(observation)
+    elif detected is None:
         disabled = sorted(set(fault.expected_alarms) & set(observation.disabled))
         why = f" (disabled: {', '.join(disabled)})" if disabled else ""
         problems.append(f"undetected: none of {', '.join(fault.expected_alarms) or 'no alarm'} went to ALARM{why}")
     notified = detected is not None and detected.alarm in observation.notified
-    if detected is not None and not notified:
+    if detected is not None and not notified and not fault.absorbed:
         problems.append(f"{detected.alarm}'s ALARM never reached the alarm state topic")
     if observation.ok_at is None:
         problems.append("not every alarm returned to OK")
@@ -56,7 +58,16 @@ def judge(observation: FaultObservation, time_scale: float) -> FaultVerdict:
         repair_virtual=_round(max(repair_real, 0.0) / time_scale) if repair_real is not None else None,
         invariants_held=not observation.violations,
         problems=tuple(problems),
+        absorbed=fault.absorbed,
     )
+
+
+def _absorbed_problems(observation: FaultObservation) -> list[str]:
+    """A fault the pipeline absorbs by construction: any alarm it makes fire is a false alarm."""
+    if observation.injected_at is None:
+        return []
+    fired = sorted({c.alarm for c in observation.changes if c.new == "ALARM" and c.real_at >= observation.injected_at})
+    return [f"absorbed by design, yet {', '.join(fired)} went to ALARM"] if fired else []
 
 
 def false_alarms(changes: Sequence[AlarmChange], start: float, end: float) -> list[AlarmChange]:

@@ -90,3 +90,11 @@ def test_alarm_ids_and_a_result_round_trips_through_json() -> None:
     result = GameDayResult(0.005, True, [observation], [judge(observation, 0.005)], [], 8.0, 30.0, 3, ["note"])
     again = GameDayResult.from_dict(result.to_dict())
     assert again.to_dict() == result.to_dict() and again.passed
+
+
+def test_a_fault_the_pipeline_absorbs_passes_only_if_no_alarm_fires() -> None:
+    absorbed = FaultSpec("status-events-duplicated", "every status event twice", (), None)
+    quiet = judge(observed(fault=absorbed, changes=(), notified=()), 0.005)
+    assert quiet.passed and quiet.absorbed and quiet.alarm is None
+    noisy = judge(observed(fault=absorbed, notified=()), 0.005)
+    assert noisy.problems == ("absorbed by design, yet CounterBelowRunning went to ALARM",)
