@@ -11,7 +11,8 @@ from pipeops.gameday.model import AlarmChange, FaultObservation, FaultVerdict, G
 
 WIDTH, LANE, PLOT = 900, 18, 90  # px: the timeline's width, an alarm band's height, the metric plot's
 LEFT, RIGHT = 170, 20
-SERIES_COLOUR = "#1f77b4"  # the metric line (the browser test looks for it)
+SERIES_COLOUR = "#1f77b4"  # the first metric line (the browser test looks for it)
+SERIES_PALETTE = (SERIES_COLOUR, "#ff7f0e", "#9467bd")
 STATE_COLOURS = {"ALARM": "#d62728", "OK": "#2ca02c", "INSUFFICIENT_DATA": "#bdbdbd"}
 ACTION_COLOUR = "#6a3d9a"
 STYLE = """
@@ -65,8 +66,8 @@ def _verdict_table(verdicts: Sequence[FaultVerdict]) -> str:
                                              "repair (real / virtual)", "invariants", "verdict"))
     rows = []
     for v in verdicts:
-        cells = [v.fault, v.alarm or ("none (absorbed)" if v.absorbed else "none"), _seconds(v.detect_real, v.detect_virtual), "yes" if v.notified else "no",
-                 "yes" if v.paged else "no", v.remedy, _seconds(v.repair_real, v.repair_virtual),
+        cells = [v.fault, v.alarm or ("none (absorbed)" if v.absorbed else "none"), _seconds(v.detect_real, v.detect_virtual),
+                 "-" if v.absorbed else ("yes" if v.notified else "no"), "-" if v.absorbed else ("yes" if v.paged else "no"), v.remedy, _seconds(v.repair_real, v.repair_virtual),
                  "held" if v.invariants_held else "broken"]
         mark = "<td class='pass'>pass</td>" if v.passed else f"<td class='fail' title='{escape('; '.join(v.problems))}'>fail</td>"
         rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + mark + "</tr>")
@@ -101,9 +102,10 @@ def timeline_svg(observation: FaultObservation) -> str:
 def _metric_plot(series: Mapping[str, tuple[Point, ...]], x: Callable[[float], float]) -> str:
     parts = [f"<text x='4' y='{30 + PLOT / 2:.0f}'>metric</text>",
              f"<rect x='{LEFT}' y='30' width='{WIDTH - LEFT - RIGHT}' height='{PLOT}' fill='#ffffff' stroke='#d5dbdb'/>"]
-    for alarm, points in series.items():
+    for index, (alarm, points) in enumerate(series.items()):
         if not points:
             continue
+        colour = SERIES_PALETTE[index % len(SERIES_PALETTE)]
         low, high = min(p.value for p in points), max(p.value for p in points)
         span = (high - low) or 1.0
 
@@ -111,8 +113,8 @@ def _metric_plot(series: Mapping[str, tuple[Point, ...]], x: Callable[[float], f
             return 30 + PLOT - 6 - (value - low) / span * (PLOT - 12)
 
         path = " ".join(f"{x(p.real_at):.1f},{y(p.value):.1f}" for p in points)
-        parts.append(f"<polyline class='series' points='{path}' fill='none' stroke='{SERIES_COLOUR}' stroke-width='3'/>")
-        parts.append(f"<text x='{LEFT + 4}' y='42'>{escape(alarm)}: {low:g} .. {high:g}</text>")
+        parts.append(f"<polyline class='series' points='{path}' fill='none' stroke='{colour}' stroke-width='3'/>")
+        parts.append(f"<text x='{LEFT + 4}' y='{42 + 12 * index}' fill='{colour}'>{escape(alarm)}: {low:g} .. {high:g}</text>")
     return "".join(parts)
 
 
