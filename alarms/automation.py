@@ -2,14 +2,17 @@
 
 Each document runs the runbook Lambda (RunbookFunction: the same code as `pipeops runbook run`):
 diagnose with DryRun true, end there unless DryRun is false, wait for an approval, then apply.
-DryRun defaults to true, so starting a document changes nothing unless asked. With the template
-parameter AutoRemediate set to "true", an alarm of this stack going to ALARM starts the matching
-document as a dry run only: the evidence lands in the execution, a person approves any action.
+DryRun defaults to true, so starting a document changes nothing unless asked. Each document takes
+the selection its CLI counterpart takes (`engine.selections`: Groups, Holders, Runs, GraceSeconds)
+and hands it to both invocations. With the template parameter AutoRemediate set to "true", an
+alarm of a reconciler runbook going to ALARM starts its document as a dry run only (`AUTO_STARTED`):
+the evidence lands in the execution, a person approves any action; no alarm starts a redrive.
 `pipeops template build` writes these resources into template.yaml with the alarms.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +20,9 @@ from typing import Any
 from alarms.catalog import AlarmSpec
 from alarms.cloudformation import alarm_name
 from pipeline.stack import Function
-from runbooks.automation.engine import ACTING_RUNBOOKS
+from runbooks.automation.engine import ACTING_RUNBOOKS, selections
+from runbooks.automation.remedies import RECONCILER
+from runbooks.automation.remedy_request import Selection
 from runbooks.catalog import Runbook
 
 AUTOMATION_ROLE = "RunbookAutomationRole"
@@ -34,20 +39,55 @@ def document_id(runbook: Runbook) -> str:
     return f"RunbookDocument{_pascal(runbook)}"
 
 
+def document_name(runbook: Runbook) -> str:
+    """The document's name, given (not generated) so that the AutoRemediate rules and their role
+    name it without a reference to the document resource; `Fn::Sub` text."""
+    return f"${{AWS::StackName}}-runbook-{runbook.value}"
+
+
+# The document parameter of each selection: typed as the function event reads it (handler.py).
+SELECTION_PARAMETERS: dict[Selection, dict[str, Any]] = {
+    Selection.GROUPS: {
+        "type": "StringList",
+        "default": [],
+        "description": "The DLQ groups to act on (ids from the diagnose step's evidence); empty: every group.",
+    },
+    Selection.HOLDERS: {
+        "type": "StringList",
+        "default": [],
+        "description": "The holders to release (from the diagnose step's evidence). Required to apply: "
+        "with none named the apply changes nothing (the guard suspects the observer).",
+    },
+    Selection.RUNS: {
+        "type": "StringList",
+        "default": [],
+        "description": "The failed runs to re-run, ids job_id@started_at from the diagnose step's candidates; "
+        "empty: nothing is re-run.",
+    },
+    Selection.GRACE_SECONDS: {
+        "type": "String",
+        "default": "",
+        "allowedPattern": "^[0-9]{0,6}$",
+        "description": "How old a holder or run must be to act on, in seconds; empty: the router's timeout plus a margin.",
+    },
+}
+
+
 def _invoke(runbook: Runbook, *, dry_run: bool, next_step: str | None) -> dict[str, Any]:
-    """A RunbookFunction invocation whose verdict, evidence and exit code become step outputs."""
+    """A RunbookFunction invocation whose verdict, evidence and exit code become step outputs.
+    InputPayload keeps each parameter's type (a StringList arrives as a list)."""
+    payload: dict[str, Any] = {"RunbookId": runbook.value, "DryRun": dry_run}
+    payload |= {selection.value: f"{{{{ {selection.value} }}}}" for selection in selections(runbook)}
     step: dict[str, Any] = {
         "name": DIAGNOSE if dry_run else APPLY,
         "action": "aws:invokeLambdaFunction",
         "onFailure": "Abort",
-        "inputs": {
-            "FunctionName": {"Ref": Function.RUNBOOK.value},
-            "Payload": json.dumps({"RunbookId": runbook.value, "DryRun": dry_run}),
-        },
+        "inputs": {"FunctionName": {"Ref": Function.RUNBOOK.value}, "InputPayload": payload},
         "outputs": [
             {"Name": "verdict", "Selector": "$.Payload.verdict", "Type": "String"},
             {"Name": "exit_code", "Selector": "$.Payload.exit_code", "Type": "Integer"},
             {"Name": "evidence", "Selector": "$.Payload.evidence", "Type": "StringMap"},
+            {"Name": "error", "Selector": "$.Payload.error", "Type": "String"},  # "" unless the verdict is error
         ],
     }
     if next_step is None:
@@ -75,7 +115,8 @@ def content(runbook: Runbook) -> dict[str, Any]:
                 "type": "StringList",
                 "description": "Who may approve the apply (IAM users, roles or groups); asked only when DryRun is false.",
             },
-        },
+        }
+        | {selection.value: copy.deepcopy(SELECTION_PARAMETERS[selection]) for selection in selections(runbook)},
         "mainSteps": [
             _invoke(runbook, dry_run=True, next_step=BRANCH),
             {
@@ -97,7 +138,7 @@ def content(runbook: Runbook) -> dict[str, Any]:
             },
             _invoke(runbook, dry_run=False, next_step=None),
         ],
-        "outputs": [f"{step}.{name}" for step in (DIAGNOSE, APPLY) for name in ("verdict", "exit_code", "evidence")],
+        "outputs": [f"{step}.{name}" for step in (DIAGNOSE, APPLY) for name in ("verdict", "exit_code", "evidence", "error")],
     }
 
 
@@ -131,15 +172,23 @@ def _policy(name: str, actions: list[str], resource: Any) -> dict[str, Any]:
 
 def _definition_arn(runbook: Runbook) -> dict[str, Any]:
     return {
-        "Fn::Sub": f"arn:${{AWS::Partition}}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:automation-definition/${{{document_id(runbook)}}}:$DEFAULT"
+        "Fn::Sub": f"arn:${{AWS::Partition}}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:automation-definition/{document_name(runbook)}:$DEFAULT"
     }
 
 
+# The documents an alarm may start by itself (as a dry run): the reconciler's, which diagnose and
+# whose apply is the scheduled reconciler's own. Never a redrive (a DLQ redriven before its cause is
+# fixed fails again) nor a re-run (the same): a person starts those.
+AUTO_STARTED: tuple[Runbook, ...] = tuple(runbook for runbook in ACTING_RUNBOOKS if runbook in RECONCILER)
+
+
 def _auto_remediation(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """Per acting runbook its alarms name: a rule that starts its document, DryRun true only."""
-    alarms = {runbook: [alarm_name(spec.name_suffix) for spec in specs if spec.runbook is runbook] for runbook in ACTING_RUNBOOKS}
-    started = [runbook for runbook in ACTING_RUNBOOKS if alarms[runbook]]
+    """Per safe runbook its alarms name: a rule that starts its document, DryRun true only."""
+    alarms = {runbook: [alarm_name(spec.name_suffix) for spec in specs if spec.runbook is runbook] for runbook in AUTO_STARTED}
+    started = [runbook for runbook in AUTO_STARTED if alarms[runbook]]
     role = f"${{{AUTOMATION_ROLE}.Arn}}"
+    pass_role = _policy("pass-automation-role", ["iam:PassRole"], {"Fn::GetAtt": [AUTOMATION_ROLE, "Arn"]})
+    pass_role["PolicyDocument"]["Statement"][0]["Condition"] = {"StringEquals": {"iam:PassedToService": "ssm.amazonaws.com"}}
     out: dict[str, Any] = {
         AUTO_REMEDIATE_ROLE: {
             "Type": "AWS::IAM::Role",
@@ -148,7 +197,7 @@ def _auto_remediation(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
                 "AssumeRolePolicyDocument": _assumed_by("events.amazonaws.com"),
                 "Policies": [
                     _policy("start-runbook-documents", ["ssm:StartAutomationExecution"], [_definition_arn(r) for r in started]),
-                    _policy("pass-automation-role", ["iam:PassRole"], {"Fn::GetAtt": [AUTOMATION_ROLE, "Arn"]}),
+                    pass_role,
                 ],
             },
         }
@@ -183,7 +232,14 @@ def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
     documents = {
         document_id(runbook): {
             "Type": "AWS::SSM::Document",
-            "Properties": {"DocumentType": "Automation", "DocumentFormat": "JSON", "Content": content(runbook)},
+            "Properties": {
+                "Name": {"Fn::Sub": document_name(runbook)},
+                # A named document is updated in place: a new version, made the default.
+                "UpdateMethod": "NewVersion",
+                "DocumentType": "Automation",
+                "DocumentFormat": "JSON",
+                "Content": content(runbook),
+            },
         }
         for runbook in ACTING_RUNBOOKS
     }

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alarms.evaluate import AlarmRule, Comparison, TreatMissingData
+from alarms.repository import runbook_base_url
 from pipeline.stack import SERVICE_NAME, Function
 from pipeline.telemetry.aws_catalog import AwsMetricSpec, ResourceKind, aws_metric
 from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
@@ -78,9 +79,9 @@ _MAX_DESCRIPTION = 1024  # CloudWatch's limit on AlarmDescription
 # template parameter (no trailing slash) substituted by Fn::Sub, so a fork points at its own pages.
 RUNBOOK_BASE_PARAMETER = "RunbookBaseUrl"
 RUNBOOK_BASE_SUB = f"${{{RUNBOOK_BASE_PARAMETER}}}"
-# No repository URL is published for this project yet: a placeholder that says so; set the
-# parameter to your copy's `runbooks/` folder (the template's Default must equal this).
-DEFAULT_RUNBOOK_BASE_URL = "https://github.com/your-org/pipeops/blob/main/runbooks"
+# The repository's runbooks/ folder, from pyproject.toml [project.urls] (alarms/repository.py);
+# `pipeops template build` writes it as the parameter's Default.
+DEFAULT_RUNBOOK_BASE_URL = runbook_base_url()
 MAX_RUNBOOK_BASE_URL = 256  # the parameter's MaxLength: every description fits 1,024 with it
 _LINK_LABEL = "Runbook: "
 

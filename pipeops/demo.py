@@ -7,7 +7,8 @@ with no holder, running executions never above the max, nothing in the DLQ.
 Act 2 breaks the last sandbox by hand, as production breaks: a slot leaked by a router that died
 between taking it and starting its execution, and a poison message on the main queue. It then
 shows what an on-call person sees and does: the alarms that fire, `pipeops reconcile` naming the
-leak, the repair, the DLQ's runbook, and the alarms back to OK. The sandbox runs at a time scale
+leak, the repair, the DLQ's runbook carried out (a dry run, then the apply that parks the poison message in
+the quarantine queue), and the alarms back to OK. The sandbox runs at a time scale
 of 0.005 (a real second is 200 virtual ones), so a 5-minute alarm period passes in 1.5 s; its
 scheduled reconciler reports only (`ReconcileApply=false`), so the leak waits for a person.
 """
@@ -32,6 +33,8 @@ from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import AcquireResult, Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from pipeops.views import file_outcomes, run_summary, status
+from runbooks.automation.dead_letters import MALFORMED
+from runbooks.automation.redrive_plan import RedriveAction
 from stack.resources import StackResources
 
 if TYPE_CHECKING:
@@ -246,7 +249,9 @@ class IncidentResult:
     repair: dict[str, Any]
     dlq_depth: int
     dlq_runbook: AlarmLine | None
-    dlq_purged: bool
+    redrive_dry_run: dict[str, Any]  # `pipeops runbook run dlq-messages` (RunbookResult.to_dict())
+    redrive: dict[str, Any]  # the same with --apply --yes
+    quarantined: list[str]  # the reasons the redrive parked messages with (read, then dropped)
     recovered_after: float | None  # real seconds from the repair until every alarm the incident fired was OK
     recovered: list[str]  # the alarms the incident fired, back to OK
     not_ok_after: list[AlarmLine]
@@ -348,7 +353,9 @@ def run_incident(
     dry_run, repair = _reconcile_the_leak(resources, sandbox.client, violations)
     dlq_depth = _queue_depth(sqs, resources.DeadLetterQueueUrl)
     dlq_runbook = next((line for line in at_page if line.name == POISON_ALARM), None)
-    sqs.purge_queue(QueueUrl=resources.DeadLetterQueueUrl)
+    status("pipeops runbook run dlq-messages (dry run), then --apply --yes")
+    redrive_dry_run, redrive = _redrive_the_dlq(sandbox, resources, violations)
+    quarantined = _drop_quarantined(sqs, resources.QuarantineQueueUrl)
 
     status("waiting for the alarms to return to OK")
     lines, recovered, recovered_after = _wait_for_ok(look, before, at_page, timeout, violations)
@@ -372,7 +379,9 @@ def run_incident(
         repair=repair,
         dlq_depth=dlq_depth,
         dlq_runbook=dlq_runbook,
-        dlq_purged=True,
+        redrive_dry_run=redrive_dry_run,
+        redrive=redrive,
+        quarantined=quarantined,
         recovered_after=recovered_after,
         recovered=recovered,
         not_ok_after=not_ok(lines),
@@ -408,6 +417,32 @@ def _reconcile_the_leak(
     if not [a for a in repair["actions"] if a["target"] == GHOST and a["result"] == "applied"]:
         violations.append(f"the repair did not release {GHOST}")
     return dry_run, repair
+
+
+def _redrive_the_dlq(sandbox: Sandbox, resources: StackResources, violations: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The DLQ's runbook as on call: a dry run (the poison message named, nothing changed), then
+    the apply (a message that names no run is parked in the quarantine queue, never redriven)."""
+    from runbooks.automation.engine import run_runbook
+    from runbooks.catalog import Runbook
+
+    dry = run_runbook(Runbook.DLQ_MESSAGES, resources, sandbox, apply=False)
+    if dry.exit_code != 1 or [g["reason"] for g in dry.evidence.get("groups", [])] != [MALFORMED]:
+        violations.append(f"the redrive's dry run did not name the poison message: {dry.verdict.value} {dry.error}")
+    applied = run_runbook(Runbook.DLQ_MESSAGES, resources, sandbox, apply=True)
+    if applied.exit_code != 0 or [a.action.kind for a in applied.actions] != [RedriveAction.QUARANTINE.value]:
+        violations.append(f"the redrive did not park the poison message: {applied.verdict.value} {applied.error}")
+    return dry.to_dict(), applied.to_dict()
+
+
+def _drop_quarantined(sqs: Any, queue_url: str) -> list[str]:
+    """What the person does next with a parked message that names no run: read its reason, then
+    delete it (nothing to fix, nothing to send back). The reasons read."""
+    reasons: list[str] = []
+    while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]).get("Messages", []):
+        for message in messages:
+            reasons.append(message.get("MessageAttributes", {}).get("pipeops-reason", {}).get("StringValue", "?"))
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    return reasons
 
 
 def _wait_for_ok(
@@ -599,13 +634,27 @@ def _print_repair(console: Any, incident: IncidentResult) -> None:
         f"{runbook.runbook if runbook else '?'}, first step: {escape(runbook.first_step) if runbook else '?'}."
     )
     console.print()
-    console.print(
-        "pipeops runbook run dlq-messages redrives the DLQ once the cause is fixed (a dry run first, then --apply): "
-        "job messages go back to the main queue and each run starts at most once; a malformed message names no run, "
-        "so the redrive parks it in the quarantine queue with its reason. Here [bold]the demo purges the DLQ[/bold] "
-        "as its cleanup (dropped, not redriven)."
-    )
+    console.print(_redrive_paragraph(incident))
     console.print()
+
+
+def _redrive_paragraph(incident: IncidentResult) -> str:
+    """`pipeops runbook run dlq-messages`, dry then applied, in one paragraph (the README's sample shape)."""
+    from rich.markup import escape
+
+    dry, applied = incident.redrive_dry_run, incident.redrive
+    groups = ", ".join(f"{g['count']} {g['reason']}" for g in dry.get("evidence", {}).get("groups", [])) or "none"
+    plan = ", ".join(f"{a['kind']} {a['count']}" for a in dry.get("plan", [])) or "nothing"
+    done = ", ".join(f"{a['kind']} {a['count']}: {a['result']}" for a in applied.get("actions", [])) or "nothing"
+    remaining = (applied.get("verified") or {}).get("remaining", "?")
+    reasons = "; ".join(incident.quarantined) or "none"
+    return (
+        f"pipeops runbook run dlq-messages (dry run): groups {escape(groups)}, plan {escape(plan)}, nothing changed, "
+        f"verdict {dry.get('verdict')}. [bold]--apply --yes[/bold]: {escape(done)}; {remaining} left in the DLQ, "
+        f"verdict {applied.get('verdict')}. A message that names no run is parked in the quarantine queue, never "
+        f"redriven (a job message would go back to the main queue and its run start at most once). Its reason, read "
+        f"from the quarantine queue: {escape(reasons)}; nothing to fix or send back, so the demo deletes it."
+    )
 
 
 def _print_recovery(console: Any, incident: IncidentResult) -> None:

@@ -13,8 +13,12 @@ plays them. Two kinds:
   until the remedy (the reconciler, or the runbook) repairs it.
 
 `expected_alarms` are the alarm ids (`alarms/catalog.py`, the deployed name without the stack
-prefix) that should fire while the fault acts with traffic flowing; empty when the pipeline is built
-to absorb the fault (a duplicate is harmless by construction) and no alarm may fire. `remedy` is
+prefix) that should fire while the fault acts with traffic flowing, on a stack with the template's
+defaults (the scheduled reconciler applies its repairs); empty when the pipeline absorbs the fault
+and no alarm may fire: a duplicate is harmless by construction, and a hand edit the reconciler
+repairs on its next run (a ghost holder, a count at the max) is gone before CounterDrift's three
+periods. Each expectation was measured on the sandbox (time scale 0.02, a file uploaded a second);
+other alarms may fire besides (PipelineUnhealthy, the composite, with any critical one). `remedy` is
 the runbook to run, or None when the scheduled reconciler (or the redelivery itself) repairs it.
 `for_seconds` is the fault's suggested duration in virtual seconds: long enough for its alarm's
 evaluation periods (errors in 3 of 5 minutes, throttles in 5 of 5).
@@ -30,8 +34,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pipeline.config import SEMAPHORE_KEY
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import AcquireResult, Semaphore
@@ -42,13 +47,16 @@ from sandbox.faults import (
     ApiFault,
     CallCrash,
     EventFault,
+    FaultBoard,
     FaultSpec,
     FunctionFault,
     spec_to_json,
 )
 from stack.resources import SANDBOX_CREDENTIALS, StackResources
 
-SEMAPHORE_KEY = "workflow_counter"
+if TYPE_CHECKING:
+    from sandbox.sandbox import Sandbox
+
 GHOST_HOLDER = "ghost-of-a-crashed-router"  # an execution name no router will ever start
 LONG_AGO = timedelta(minutes=45)  # past the reconciler's grace and the stale-run window
 POISON_BODY = json.dumps({"hello": "this is not a job message"})
@@ -60,15 +68,27 @@ class FaultError(Exception):
 
 @dataclass(frozen=True)
 class FaultTarget:
-    """Where faults go: a served sandbox's endpoint and the stack's resources there."""
+    """Where faults go: a served sandbox's endpoint and the stack's resources there.
 
-    endpoint_url: str
+    `board`: an in-process sandbox's own `FaultBoard` (`FaultTarget.of_sandbox`), used instead of
+    the HTTP control; `endpoint_url` is then None for an in-process (`mock_aws`) sandbox."""
+
+    endpoint_url: str | None
     resources: StackResources
     region: str = "us-east-1"
+    board: FaultBoard | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of_sandbox(cls, sandbox: Sandbox) -> FaultTarget:
+        """The target for a sandbox running in this process (served or not)."""
+        resources = StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
+        return cls(sandbox.endpoint_url, resources, sandbox.region, sandbox.faults)
 
     def client(self, service: str) -> Any:
         import boto3
 
+        if self.endpoint_url is None:  # in-process mock_aws: no endpoint, credentials from the test
+            return boto3.client(service, region_name=self.region)  # type: ignore[call-overload]  # named at run time
         return boto3.client(  # type: ignore[call-overload]  # a service named at run time
             service, endpoint_url=self.endpoint_url, region_name=self.region, **SANDBOX_CREDENTIALS
         )
@@ -85,6 +105,10 @@ class FaultTarget:
 
 def control(target: FaultTarget, method: str, *, spec: FaultSpec | None = None, name: str | None = None) -> Any:
     """One request to the sandbox's fault control; FaultError says what is wrong."""
+    if target.board is not None:
+        return _local(target.board, method, spec=spec, name=name)
+    if target.endpoint_url is None:
+        raise FaultError("no sandbox to inject into: pass a served sandbox's endpoint (`pipeops sandbox up`)")
     url = target.endpoint_url.rstrip("/") + CONTROL_PATH
     if name is not None:
         url += "?" + urllib.parse.urlencode({"name": name})
@@ -107,6 +131,16 @@ def control(target: FaultTarget, method: str, *, spec: FaultSpec | None = None, 
         raise FaultError(
             f"no sandbox answers at {target.endpoint_url} ({getattr(exc, 'reason', exc)}): start one with `pipeops sandbox up`"
         ) from None
+
+
+def _local(board: FaultBoard, method: str, *, spec: FaultSpec | None, name: str | None) -> Any:
+    """The control's answers, from an in-process sandbox's board (no HTTP)."""
+    if method == "GET":
+        return {"active": board.active()}
+    if method == "DELETE":
+        return {"cleared": board.clear(name)}
+    assert spec is not None
+    return {"injected": board.inject(spec)}
 
 
 # -- the named faults -------------------------------------------------------------------------
@@ -191,12 +225,18 @@ def _poison_messages(target: FaultTarget, share: float) -> str:
 
 
 def _execution_by_hand(target: FaultTarget, _share: float) -> str:
+    """What a person does in the console: start the newest execution's input again under a new
+    name (a job run a second time, outside the router: it holds no slot)."""
+    sfn = target.client("stepfunctions")
+    newest = sfn.list_executions(stateMachineArn=target.resources.StateMachineArn, maxResults=1)["executions"]
     name = f"by-hand-{uuid.uuid4().hex[:12]}"
-    payload = {"job_id": name, "started_at": format_timestamp(datetime.now(UTC)), "execution_name": name, "files": []}
-    target.client("stepfunctions").start_execution(
-        stateMachineArn=target.resources.StateMachineArn, name=name, input=json.dumps(payload)
-    )
-    return f"execution {name} started outside the router"
+    if newest:
+        payload = json.loads(sfn.describe_execution(executionArn=newest[0]["executionArn"])["input"])
+    else:
+        payload = {"job_id": name, "started_at": format_timestamp(datetime.now(UTC)), "files": [], "trace": {}}
+    payload["execution_name"] = name
+    sfn.start_execution(stateMachineArn=target.resources.StateMachineArn, name=name, input=json.dumps(payload))
+    return f"execution {name} started outside the router (job {payload.get('job_id')})"
 
 
 def _stale_run(target: FaultTarget, _share: float) -> str:
@@ -205,7 +245,9 @@ def _stale_run(target: FaultTarget, _share: float) -> str:
     then = datetime.now(UTC) - LONG_AGO
     run = RunRef(f"stale-run-{uuid.uuid4().hex[:8]}/", format_timestamp(then))
     store = TrackingStore(target.resources.TrackingTableName, target.client("dynamodb"))
-    key = f"{run.job_id}lost.txt"
+    # A file that exists (an uploaded one), so the run's repair runs it rather than fails it.
+    listed = target.client("s3").list_objects_v2(Bucket=target.resources.InputBucketName, MaxKeys=1).get("Contents", [])
+    key = listed[0]["Key"] if listed else f"{run.job_id}lost.txt"
     store.create_run(run, [key], target.resources.InputBucketName, then)
     if store.transition(run, JobStatus.IN_PROGRESS, then) is None:
         raise FaultError(f"could not freeze the stale run {run.job_id}")
@@ -288,8 +330,8 @@ _CATALOG = (
     ),
     NamedFault(
         "dynamodb-throttled",
-        "The handlers' DynamoDB calls throttled (ProvisionedThroughputExceededException).",
-        ("CoordinationWriteThrottles", "TrackingWriteThrottles"),
+        "The handlers' DynamoDB calls throttled: the router's first read of both tables never passes.",
+        ("CoordinationReadThrottles", "TrackingReadThrottles"),
         None,
         THROTTLES_WINDOW,
         specs=_one(ApiFault, service="dynamodb", code="ProvisionedThroughputExceededException",
@@ -345,8 +387,8 @@ _CATALOG = (
     ),
     NamedFault(
         "counter-at-max-no-holder",
-        "active_count hand-edited to the max with no holder: nothing is admitted.",
-        ("CounterDrift", "SlotsFullIdle"),
+        "active_count hand-edited to the max with no holder; the reconciler resets it on its next run.",
+        (),
         None,
         write=_counter_at_max,
     ),
@@ -359,21 +401,21 @@ _CATALOG = (
     ),
     NamedFault(
         "ghost-holder",
-        "A holder with no execution, taken 45 minutes ago (a router that died long ago).",
-        ("CounterDrift",),
+        "A holder with no execution, taken 45 minutes ago; the reconciler releases it on its next run.",
+        (),
         None,
         write=_ghost_holder,
     ),
     NamedFault(
         "execution-by-hand",
-        "An execution started outside the router: it holds no slot (reported, never stopped).",
-        (),
+        "A finished run's execution started again by hand: it holds no slot and stops itself, FAILED.",
+        ("ExecutionsFailed",),
         None,
         write=_execution_by_hand,
     ),
     NamedFault(
         "stale-run",
-        "A run IN_PROGRESS for 45 minutes whose execution never started and which holds no slot.",
+        "A run IN_PROGRESS for 45 minutes, never started, no slot; the reconciler announces it again.",
         (),
         None,
         write=_stale_run,

@@ -8,6 +8,7 @@ differs: CI runs it, so a catalog change that was not built into the template fa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,21 @@ def build_text(text: str) -> str:
     if clashes:
         raise TemplateBuildError(f"hand-written resources use generated logical ids: {', '.join(sorted(clashes))}")
     block = render_block(generated_resources(template))
-    head, tail = hand_written.split(ANCHOR, 1)
+    head, tail = with_runbook_base_default(hand_written).split(ANCHOR, 1)
     return head.rstrip("\n") + "\n\n" + block + ANCHOR.lstrip("\n") + tail
+
+
+RUNBOOK_BASE_DEFAULT = re.compile(r"(\n  RunbookBaseUrl:\n    Type: String\n    Default: )(\S+)\n")
+
+
+def with_runbook_base_default(text: str) -> str:
+    """The RunbookBaseUrl parameter's Default set to the repository's runbooks/ folder
+    (pyproject.toml [project.urls], alarms/repository.py)."""
+    from alarms.catalog import DEFAULT_RUNBOOK_BASE_URL
+
+    if not RUNBOOK_BASE_DEFAULT.search(text):
+        raise TemplateBuildError("template.yaml: RunbookBaseUrl must start `Type: String` then `Default: <url>`")
+    return RUNBOOK_BASE_DEFAULT.sub(lambda match: f"{match.group(1)}{DEFAULT_RUNBOOK_BASE_URL}\n", text, count=1)
 
 
 def build(path: Path) -> bool:

@@ -953,7 +953,9 @@ class EventBus(BackgroundThread):
                 self._count(d.rule_key, "matched")
             self._enqueue(copy_)
             return False
-        if fault.effect == "lose":
+        if fault.effect == "lose":  # as EventBridge reports it once the rule's retries are spent
+            policy = d.target.get("RetryPolicy") or {}
+            d.eventbridge_retries = int(policy.get("MaximumRetryAttempts", DEFAULT_MAX_RETRY_ATTEMPTS))
             message = "Rate exceeded (sandbox fault: events lost)"
             self._dead_letter(d, "THROTTLING", message, "MaximumRetryAttempts")
             return True

@@ -9,11 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from monitors.snapshot import QueueDepth, Snapshot
 from pipeline import config
 from pipeline.handlers import _wiring
-from pipeline.jobs import JobMessage, RunRef
+from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 from sandbox.clock import TimeScale
@@ -369,6 +372,62 @@ def job_message(sandbox: Any, run: RunRef) -> str:
     return JobMessage(run.job_id, run.started_at, sandbox.outputs["InputBucketName"]).to_json()
 
 
+def eventually(check: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
+    """`check()`'s first truthy value, polled until `timeout` real seconds pass (then the test
+    fails saying `what` never happened). A wait, never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened within {timeout:.0f} s: {what}")
+        time.sleep(0.1)
+
+
+def semaphore_item(sandbox: Any) -> dict[str, Any]:
+    """The semaphore as stored: `active_count` and the `holders` map (names -> acquire time)."""
+    item = sandbox.client("dynamodb").get_item(
+        TableName=sandbox.outputs["CoordinationTableName"], Key={"doc_key": {"S": config.SEMAPHORE_KEY}}, ConsistentRead=True
+    ).get("Item", {})
+    return {
+        "active_count": int(item.get("active_count", {}).get("N", "0")),
+        "holders": {name: value.get("S") for name, value in item.get("holders", {}).get("M", {}).items()},
+    }
+
+
+def run_of(sandbox: Any, key: str) -> RunRecord | None:
+    """The newest run whose files include `key`."""
+    found = [run for run in runs(sandbox) if key in run.files]
+    return max(found, key=lambda run: run.started_at) if found else None
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Poll `predicate` (never a timing assertion: the timeout only ends a test that hangs)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def held_off(sandbox: Any) -> Any:
+    """The scheduled reconciler held off, so that a test sees the condition it induced."""
+    sandbox.client("events").disable_rule(Name=sandbox.deployment.resources["ReconcilerFunctionSchedule"])
+    return sandbox
+
+
+def edit_count(sandbox: Any, count: int) -> None:
+    """A hand edit of the semaphore's active_count (what counter-drift repairs)."""
+    sandbox.client("dynamodb").update_item(
+        TableName=sandbox.outputs["CoordinationTableName"],
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :n ADD version :one",
+        ExpressionAttributeValues={":n": {"N": str(count)}, ":one": {"N": "1"}},
+    )
+
+
 def alarm_states(sandbox: Any) -> dict[str, str]:
     """Every alarm of the sandbox's stack, metric and composite, by name without the stack prefix."""
     pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
@@ -402,6 +461,19 @@ LAMBDA_TRUST = {
         }
     ],
 }
+
+
+def quiet_snapshot(taken_at: datetime) -> Snapshot:
+    """A status snapshot with nothing queued, nothing dead-lettered: one thing is changed per case."""
+    return Snapshot(
+        taken_at=format_timestamp(taken_at),
+        main_queue=QueueDepth(0, 0, 0),
+        dead_letter_depth=0,
+        tracker_dead_letter_depth=0,
+        ingest_dead_letter_depth=0,
+        quarantine_depth=0,
+        oldest_message_age_seconds=None,
+    )
 
 
 def placeholder_zip() -> bytes:

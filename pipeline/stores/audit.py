@@ -4,8 +4,12 @@ A store of its own, not the reconciler's: the items share a table with the semap
 object claims, under key and index rules only this module knows, and more than one writer keeps
 the trail (the reconciler today; an operator's runbook action is written the same way).
 
-Every applied repair is one item, kept 30 days: doc_key `audit#reconcile#<at>#<id>`, so keys
-sort by time. That table is keyed by doc_key alone and also holds one claim per ingested file, so
+Every applied repair is one item, kept 30 days: doc_key `audit#<stream>#<at>#<id>`, so keys
+sort by time. Two streams: `reconcile`, the reconciler's repairs of the semaphore and the runs
+(scheduled, `pipeops reconcile --apply`, and the reconciler runbooks, which apply the reconciler
+itself), listed by `pipeops reconcile --history`; and `runbook`, an operator's runbook actions
+(redrives, replays, quarantines, re-runs), listed by `pipeops runbook history`. A stream is
+its own key prefix and its own partition of the index, so neither listing reads the other's. That table is keyed by doc_key alone and also holds one claim per ingested file, so
 reading audit records by key prefix would be a Scan of every claim. Audit items therefore also
 carry `audit_stream`, the hash key of the sparse index `audit-by-time` (range key `at`, the
 record's time): only audit items are in it, and the newest N since a moment are one Query that
@@ -13,25 +17,42 @@ reads about N items. On a stack deployed before that index, and for records writ
 `AuditStore.history` falls back to a paginated Scan with a begins_with filter; it reads the whole
 table, and the result says so (`method`).
 
+Each write is conditional on its key being new, and the key's id is a hash of the record: the same
+record written twice (a retried call, a repeated run at the same instant) is one item.
+
 Pure: `AuditRecord.from_item`, `changes`, `actor_kind`, `history_since_key`. I/O: `AuditStore`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from pipeline.jobs import format_timestamp, parse_timestamp
 
-AUDIT_PREFIX = "audit#reconcile#"
-# The sparse index over audit items: hash `audit_stream` (this value), range `at` (a timestamp).
+
+class AuditStream(StrEnum):
+    """Who keeps a trail: the reconciler's repairs, or an operator's runbook actions."""
+
+    RECONCILE = "reconcile"
+    RUNBOOK = "runbook"
+
+
+def audit_prefix(stream: AuditStream) -> str:
+    """The doc_key prefix of one stream's records."""
+    return f"audit#{stream.value}#"
+
+
+AUDIT_PREFIX = audit_prefix(AuditStream.RECONCILE)
+# The sparse index over audit items: hash `audit_stream` (the stream), range `at` (a timestamp).
 AUDIT_INDEX = "audit-by-time"
 AUDIT_STREAM_ATTRIBUTE = "audit_stream"
-AUDIT_STREAM = "reconcile"
+AUDIT_STREAM = AuditStream.RECONCILE.value
 AUDIT_RETENTION = timedelta(days=30)
 # One item, overwritten by every applied reconcile: what `pipeops status` shows of the reconciler.
 LAST_RUN_KEY = "reconcile#last-run"
@@ -102,9 +123,14 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def history_since_key(since: datetime) -> str:
+def history_since_key(since: datetime, stream: AuditStream = AuditStream.RECONCILE) -> str:
     """The smallest doc_key of a record written after `since` (keys start with the timestamp)."""
-    return f"{AUDIT_PREFIX}{format_timestamp(since)}"
+    return f"{audit_prefix(stream)}{format_timestamp(since)}"
+
+
+def record_id(fields: Mapping[str, str]) -> str:
+    """A record's id within its instant: the same record, the same id (so a second write is a no-op)."""
+    return hashlib.sha256(json.dumps(dict(fields), sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -150,33 +176,43 @@ class LastRun:
 
 
 class AuditStore:
-    """Writes and reads of the audit items. Takes a boto3 DynamoDB client (moto drops in).
+    """Writes and reads of one stream's audit items. Takes a boto3 DynamoDB client (moto drops in).
 
-    Writes are plain puts: a record's key is new (its time and a random id), and the last-run
-    item is overwritten by whichever run applied last, which is what it reports.
+    A record is put only if its key is new (its time and a hash of the record): a repeated write
+    of the same record changes nothing. The last-run item is overwritten by whichever run applied
+    last, which is what it reports.
     """
 
-    def __init__(self, table_name: str, client: Any) -> None:
+    def __init__(self, table_name: str, client: Any, stream: AuditStream = AuditStream.RECONCILE) -> None:
         self._table = table_name
         self._client = client
+        self._stream = stream
 
     def record(
         self, *, action: str, target: str, reason: str, before: Mapping[str, Any], after: Mapping[str, Any], by: str, at: datetime
     ) -> None:
-        """One applied repair: what, why, what was observed and written, by whom, when."""
+        """One applied repair: what, why, what was observed and written, by whom, when. Written
+        once: the same record again (a retry) finds its key taken and changes nothing."""
+        fields = {
+            "action": action,
+            "target": target,
+            "reason": reason,
+            "before": json.dumps(dict(before), sort_keys=True),
+            "after": json.dumps(dict(after), sort_keys=True),
+            "at": format_timestamp(at),
+            "by": by,
+        }
         item = {
-            "doc_key": {"S": f"{AUDIT_PREFIX}{format_timestamp(at)}#{uuid.uuid4().hex[:8]}"},
-            AUDIT_STREAM_ATTRIBUTE: {"S": AUDIT_STREAM},  # puts it in the sparse index `audit-by-time`
-            "action": {"S": action},
-            "target": {"S": target},
-            "reason": {"S": reason},
-            "before": {"S": json.dumps(dict(before), sort_keys=True)},
-            "after": {"S": json.dumps(dict(after), sort_keys=True)},
-            "at": {"S": format_timestamp(at)},
-            "by": {"S": by},
+            "doc_key": {"S": f"{audit_prefix(self._stream)}{fields['at']}#{record_id(fields)}"},
+            AUDIT_STREAM_ATTRIBUTE: {"S": self._stream.value},  # puts it in the sparse index `audit-by-time`
+            **{name: {"S": value} for name, value in fields.items()},
             "expiration_time": {"N": str(int((at + AUDIT_RETENTION).timestamp()))},
         }
-        self._client.put_item(TableName=self._table, Item=item)
+        try:
+            self._client.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(doc_key)")
+        except Exception as exc:  # a ClientError: ConditionalCheckFailedException means written already
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     def record_last_run(self, run: LastRun) -> None:
         """Overwrite the last-run item (kept as long as a record written at its time)."""
@@ -215,16 +251,16 @@ class AuditStore:
         if limit <= 0:
             return AuditHistory([], "query", False)
         try:
-            return _query(self._client, self._table, since, limit)
+            return _query(self._client, self._table, since, limit, self._stream)
         except Exception as exc:  # a ClientError: AWS says ValidationException for a missing index, moto ResourceNotFound
             error = getattr(exc, "response", {}).get("Error", {})
             missing = error.get("Code") in ("ValidationException", "ResourceNotFoundException")
             if not missing or "index" not in str(error.get("Message", "")).lower():
                 raise
-        return _scan(self._client, self._table, since, limit) if scan_without_index else AuditHistory([], "unavailable", False)
+        return _scan(self._client, self._table, since, limit, self._stream) if scan_without_index else AuditHistory([], "unavailable", False)
 
 
-def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
+def _query(dynamodb: Any, table: str, since: datetime, limit: int, stream: AuditStream) -> AuditHistory:
     items: list[dict[str, Any]] = []
     read = 0
     start: dict[str, Any] | None = None
@@ -234,7 +270,7 @@ def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHisto
             "IndexName": AUDIT_INDEX,
             "KeyConditionExpression": "#stream = :stream AND #at > :since",
             "ExpressionAttributeNames": {"#stream": AUDIT_STREAM_ATTRIBUTE, "#at": "at"},
-            "ExpressionAttributeValues": {":stream": {"S": AUDIT_STREAM}, ":since": {"S": format_timestamp(since)}},
+            "ExpressionAttributeValues": {":stream": {"S": stream.value}, ":since": {"S": format_timestamp(since)}},
             "ScanIndexForward": False,
             "Limit": limit + 1 - len(items),
         }
@@ -249,14 +285,14 @@ def _query(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHisto
     return AuditHistory([AuditRecord.from_item(i) for i in items[:limit]], "query", len(items) > limit, read)
 
 
-def _scan(dynamodb: Any, table: str, since: datetime, limit: int) -> AuditHistory:
+def _scan(dynamodb: Any, table: str, since: datetime, limit: int, stream: AuditStream) -> AuditHistory:
     """Every page of the table (DynamoDB filters after reading): the cost of a table without the index."""
     items: list[dict[str, Any]] = []
     read = 0
     pages = dynamodb.get_paginator("scan").paginate(
         TableName=table,
         FilterExpression="begins_with(doc_key, :prefix) AND doc_key > :since",
-        ExpressionAttributeValues={":prefix": {"S": AUDIT_PREFIX}, ":since": {"S": history_since_key(since)}},
+        ExpressionAttributeValues={":prefix": {"S": audit_prefix(stream)}, ":since": {"S": history_since_key(since, stream)}},
     )
     for page in pages:
         items += page.get("Items", [])

@@ -20,7 +20,7 @@ def demo(
     Act 1 uploads the sample dataset in blackout and in synthetic mode, shows progress until every
     file's run is terminal, prints each job and `pipeops status`, and checks the invariants.
     Act 2 leaks a slot and poisons the main queue by hand, then shows the alarms that fire, the
-    reconcile that repairs the leak, the DLQ's runbook, and the alarms back to OK. Exits 1 if a
+    reconcile that repairs the leak, the DLQ's runbook (a dry run, then --apply), and the alarms back to OK. Exits 1 if a
     file is lost, an invariant fails, or the incident does not play out.
     """
     from pipeops.demo import SAMPLES_DIR, run_demo, sample_files

@@ -1,5 +1,6 @@
 """`pipeops runbook list | show ID`: the runbook pages, in the terminal (offline); `pipeops runbook
-run ID [--apply]`: the runbook carried out (runbooks/automation)."""
+run ID [--apply]`: the runbook carried out (runbooks/automation); `pipeops runbook history`: the
+runbook actions applied (their own audit stream, apart from the reconciler's repairs)."""
 
 from __future__ import annotations
 
@@ -118,7 +119,34 @@ def run_runbook(
             _print(preview)
         typer.confirm(f"Carry out these {len(preview.plan)} action(s)?", abort=True, err=True)
     result = run(runbook, resources, connection, apply=apply, groups=groups, options=options)
-    _report(result, as_json, lambda: _follow_moves(result, connection, resources))
+    _report(result, as_json, lambda done: _settle(done, connection, resources, show=not as_json))
+
+
+def runbook_history(
+    since: Annotated[str, typer.Option(help="How far back, e.g. 2h, 7d (the audit is kept 30 days).")] = "7d",
+    endpoint_url: EndpointOption = None,
+    stack_name: StackOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The runbook actions applied (redrives, replays, quarantines, re-runs), newest first; changes
+    nothing. The reconciler's repairs, the reconciler runbooks' included: `pipeops reconcile --history`."""
+    from datetime import UTC, datetime
+
+    from pipeops.durations import parse_duration
+    from runbooks.automation.history import runbook_history as read_history
+
+    try:
+        window = parse_duration(since, option="--since")
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    found = read_history(resources, connection, datetime.now(UTC) - window)
+    if as_json:
+        render.emit_json("runbook_history", {"since": since, **found.to_dict()})
+    else:
+        render.console.print(render.history_table(f"runbook actions in the last {since}", found.to_dict()))
 
 
 def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: int | None) -> dict[str, Any]:
@@ -133,14 +161,21 @@ def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: i
     return options
 
 
-def _report(result: RunbookResult, as_json: bool, after_print: Callable[[], None] = lambda: None) -> None:
+def _report(
+    result: RunbookResult, as_json: bool, settle: Callable[[RunbookResult], RunbookResult] = lambda done: done
+) -> None:
+    """Print the result; `settle` waits for what SQS still does (a move task) and reads the verdict again."""
     if result.verdict.value == "error":
         raise fail(f"runbook {result.id} failed: {result.error}", ErrorCode.FAILED)
     if as_json:
+        result = settle(result)
         render.emit_json("runbook", result.to_dict())
     else:
         _print(result)
-        after_print()
+        settled = settle(result)
+        if settled is not result:
+            render.console.print(f"verdict once the move task ended: {settled.verdict.value}")
+        result = settled
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -181,17 +216,26 @@ def move_task_handles(result: RunbookResult) -> list[str]:
     return sorted(handles)
 
 
-def _follow_moves(result: RunbookResult, connection: Connection, resources: StackResources) -> None:
-    """Each move task the result names, followed with a progress bar until it ends (Ctrl-C leaves it
-    running). Here in the CLI, never in the runbook automation: a Lambda must not wait."""
+def _settle(result: RunbookResult, connection: Connection, resources: StackResources, *, show: bool) -> RunbookResult:
+    """Each move task the result names, followed until it ends (with a progress bar when `show`;
+    Ctrl-C leaves it running), then the DLQ read again so that the verdict matches the queue. Here
+    in the CLI, never in the runbook automation: a Lambda must not wait."""
     handles = move_task_handles(result)
     if not handles:
-        return
+        return result
+    import time
+
     from pipeops.move_watch import follow
     from runbooks.automation.dead_letters import DlqKind
-    from runbooks.automation.redrive import DlqEndpoints
+    from runbooks.automation.engine import reverify
+    from runbooks.automation.redrive import DlqEndpoints, follow_move_task
 
     queue_url = DlqEndpoints.of(DlqKind(result.evidence["kind"]), resources).queue_url
     sqs = connection.client("sqs")
     for handle in handles:
-        follow(sqs, queue_url, handle, render.console)
+        if show:
+            follow(sqs, queue_url, handle, render.console)
+        else:
+            for _ in follow_move_task(sqs, queue_url, handle, sleep=time.sleep):
+                pass
+    return reverify(result, resources, connection)

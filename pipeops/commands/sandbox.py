@@ -126,6 +126,8 @@ def fault_inject(
         raise fail(str(exc)) from None
     if not 0.0 < share <= 1.0:
         raise fail(f"--share {share} is not in (0, 1]: e.g. 0.5 for every other call")
+    if seconds is not None and fault.kind == "data":
+        raise fail(f"{name} is data written once: it has no duration (it stays until repaired); drop --for")
     target = _fault_target(stack_name, endpoint_url, region)
     try:
         injected = inject(target, name, share=share, for_seconds=seconds)
@@ -194,18 +196,28 @@ def fault_list(
     if as_json:
         render.emit_json("sandbox-fault-list", {"faults": rows, "active": in_force})
         return
-    table = Table(title="Faults (pipeops sandbox fault inject NAME)")
-    table.add_column("fault", no_wrap=True)
-    for column in ("kind", "what breaks", "should fire", "remedy", "in force"):
-        table.add_column(column)
+    render.console.print(_faults_table(rows, in_force))
+
+
+def _faults_table(rows: list[dict[str, Any]], in_force: list[dict[str, Any]] | None) -> Table:
+    """One row a fault: its name and what it breaks, the alarms that should fire, the remedy, and
+    (with a sandbox) whether it is in force there."""
+    table = Table(title="Faults (pipeops sandbox fault inject NAME)", show_lines=True)
+    table.add_column("fault (data: written once)", ratio=6, overflow="fold")
+    table.add_column("should fire", ratio=3, overflow="fold")
+    table.add_column("remedy", ratio=2)
+    if in_force is not None:
+        table.add_column("in force", ratio=2)
     active_names = {a["name"]: a for a in in_force or []}
     for row in rows:
-        now = active_names.get(row["name"])
-        left = "-" if now is None else f"yes ({now['faulted']}/{now['matched']} faulted" + (
-            f", {now['seconds_left']:.0f} s left)" if now.get("seconds_left") is not None else ")"
-        )
-        table.add_row(row["name"], row["kind"], row["description"], ", ".join(row["expected_alarms"]) or "-", row["remedy"] or "reconciler", left if in_force is not None else "?")
-    render.console.print(table)
+        name = row["name"] + (" (data)" if row["kind"] == "data" else "")
+        cells = [f"[bold]{name}[/bold]\n{row['description']}", "\n".join(row["expected_alarms"]) or "none", row["remedy"] or "reconciler"]
+        if in_force is not None:
+            now = active_names.get(row["name"])
+            left = "" if now is None or now.get("seconds_left") is None else f", {now['seconds_left']:.0f} s left"
+            cells.append("-" if now is None else f"yes: {now['faulted']} of {now['matched']} faulted{left}")
+        table.add_row(*cells)
+    return table
 
 
 def _fault_row(fault: NamedFault) -> dict[str, Any]:

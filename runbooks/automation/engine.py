@@ -8,20 +8,21 @@ automation yet answers with an error result that points at its page. The DLQ red
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pipeline.stores.audit import AuditStore
+from pipeline.stores.audit import AuditStore, AuditStream
 from pipeline.stores.tracking import TrackingStore
 from runbooks.automation.alert_delivery import run_alert_delivery
 from runbooks.automation.dead_letters import DLQ_OF_RUNBOOK
 from runbooks.automation.pacing import Pacer
-from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code
+from runbooks.automation.redrive import DlqEndpoints, DlqRedrive, error_code, verify_queues
 from runbooks.automation.redrive_plan import plan_redrive, use_move_task
-from runbooks.automation.remedies import DIAGNOSE_ONLY, REMEDIES, run_remedy
-from runbooks.automation.remedy_request import Clients, RemedyRequest, caller_arn
+from runbooks.automation.remedies import DIAGNOSE_ONLY, RECONCILER, REMEDIES, RERUNS, run_remedy
+from runbooks.automation.remedy_request import Clients, RemedyRequest, Selection, caller_arn
 from runbooks.automation.result import ActionOutcome, ActionResult, RunbookResult, Verdict
 from runbooks.catalog import Runbook, parse
 from stack.resources import StackResources
@@ -32,6 +33,21 @@ DEFAULT_RATE = 10.0  # messages a second sent, replayed or quarantined by one ru
 ACTING_RUNBOOKS: tuple[Runbook, ...] = tuple(
     runbook for runbook in Runbook if runbook in DLQ_OF_RUNBOOK or (runbook in REMEDIES and runbook not in DIAGNOSE_ONLY)
 )
+
+
+def selections(runbook: Runbook) -> tuple[Selection, ...]:
+    """What an operator may pick for one run of `runbook` (its document's parameters, its
+    function event's fields): the DLQ groups of a redrive, the holders of implausible-drift (it
+    never applies without them), the runs of a re-run, the grace of a reconciler runbook."""
+    if runbook in DLQ_OF_RUNBOOK:
+        return (Selection.GROUPS,)
+    if runbook is Runbook.IMPLAUSIBLE_DRIFT:
+        return (Selection.HOLDERS, Selection.GRACE_SECONDS)
+    if runbook in RECONCILER:
+        return (Selection.GRACE_SECONDS,)
+    if runbook in RERUNS:
+        return (Selection.RUNS,)
+    return ()
 
 
 def utc_now() -> datetime:
@@ -68,7 +84,7 @@ def run_runbook(
             endpoints=DlqEndpoints.of(kind, resources),
             sqs=clients.client("sqs"),
             lambda_client=clients.client("lambda"),
-            audit=AuditStore(resources.CoordinationTableName, clients.client("dynamodb")),
+            audit=AuditStore(resources.CoordinationTableName, clients.client("dynamodb"), AuditStream.RUNBOOK),
             tracking=TrackingStore(resources.TrackingTableName, clients.client("dynamodb")),
             actor=actor or caller_arn(clients),
             clock=clock,
@@ -101,3 +117,18 @@ def run_redrive(runbook: Runbook, redrive: DlqRedrive, *, apply: bool, groups: C
     verified = redrive.verify()
     verdict = Verdict.CLEARED if verified["remaining"] == 0 else Verdict.REMAINS
     return RunbookResult(runbook.value, evidence, plan, outcomes, verdict, verified, applied=True)
+
+
+def with_verified(result: RunbookResult, verified: Mapping[str, Any]) -> RunbookResult:
+    """A redrive's result with the DLQ read again: cleared when nothing remains. Pure."""
+    verdict = Verdict.CLEARED if verified["remaining"] == 0 else Verdict.REMAINS
+    return replace(result, verified=dict(verified), verdict=verdict)
+
+
+def reverify(result: RunbookResult, resources: StackResources, clients: Clients) -> RunbookResult:
+    """A redrive's verdict once its SQS move task has ended (the caller waited for it: see
+    pipeops.move_watch): the verdict the run returned said "remains" while SQS was still moving."""
+    kind = DLQ_OF_RUNBOOK.get(parse(result.id))
+    if kind is None or result.verdict is Verdict.ERROR or not result.applied:
+        return result
+    return with_verified(result, verify_queues(clients.client("sqs"), DlqEndpoints.of(kind, resources)))

@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from pipeline.telemetry.handler import instrumented
+from runbooks.automation.remedy_request import Selection
 from runbooks.automation.result import RunbookResult, Verdict
 from runbooks.catalog import Runbook, UnknownRunbookError, parse
 from stack.resources import StackResources
@@ -62,6 +63,18 @@ def _dry_run(event: Mapping[str, Any]) -> bool:
     raise BadEventError("DryRun must be true or false")
 
 
+def _grace_seconds(event: Mapping[str, Any]) -> int | None:
+    """`GraceSeconds`: whole seconds (a document's String, "" when not given), None when absent."""
+    value = event.get(Selection.GRACE_SECONDS.value)
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise BadEventError("GraceSeconds must be a whole number of seconds")
+
+
 def parse_event(event: Mapping[str, Any]) -> RunbookEvent:
     """The invocation's request, checked; pure."""
     runbook_id = event.get("RunbookId")
@@ -72,11 +85,13 @@ def parse_event(event: Mapping[str, Any]) -> RunbookEvent:
     except UnknownRunbookError as exc:
         raise BadEventError(str(exc)) from None
     options: dict[str, Any] = {}
-    if (holders := _names(event, "Holders")) is not None:
+    if (holders := _names(event, Selection.HOLDERS.value)) is not None:
         options["holders"] = list(holders)
-    if (runs := _names(event, "Runs")) is not None:
+    if (runs := _names(event, Selection.RUNS.value)) is not None:
         options["runs"] = list(runs)
-    return RunbookEvent(runbook, _dry_run(event), _names(event, "Groups"), options)
+    if (grace := _grace_seconds(event)) is not None:
+        options["grace_seconds"] = grace
+    return RunbookEvent(runbook, _dry_run(event), _names(event, Selection.GROUPS.value), options)
 
 
 def resources_from_env(environ: Mapping[str, str]) -> StackResources:

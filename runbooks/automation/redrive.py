@@ -5,9 +5,9 @@ are held while the plan is carried out and a second redrive running at the same 
 others: two redrives never act on one message (a held message whose hold expires may be sent
 twice; the run's deterministic execution name makes that harmless). A dry run, and every message
 the plan does not touch, is given back at once (visibility 0). Each applied group is one audit
-record in the coordination table, written by the same store as the reconciler's repairs (so
-`pipeops reconcile --history` lists them too); a redrive's record is also how a run whose message
-comes back is recognised and quarantined.
+record in the coordination table's `runbook` audit stream (`pipeops runbook history`; the
+reconciler's repairs keep their own); a redrive's record is also how a run whose message comes
+back is recognised and quarantined.
 
 Paced by a `Pacer`; a move task's progress is for the caller to poll (`move_progress`): nothing
 here waits for SQS to finish.
@@ -297,9 +297,14 @@ class DlqRedrive:
     # -- verify ---------------------------------------------------------------------------------------
 
     def verify(self) -> dict[str, Any]:
-        depth = queue_depth(self.sqs, self.endpoints.queue_url)
-        quarantine = queue_depth(self.sqs, self.endpoints.quarantine_url) if self.endpoints.quarantine_url else {}
-        return {"depth": depth, "remaining": sum(depth.values()), "quarantine_depth": sum(quarantine.values())}
+        return verify_queues(self.sqs, self.endpoints)
+
+
+def verify_queues(sqs: Any, endpoints: DlqEndpoints) -> dict[str, Any]:
+    """The DLQ read again: what remains in it, and what the quarantine holds."""
+    depth = queue_depth(sqs, endpoints.queue_url)
+    quarantine = queue_depth(sqs, endpoints.quarantine_url) if endpoints.quarantine_url else {}
+    return {"depth": depth, "remaining": sum(depth.values()), "quarantine_depth": sum(quarantine.values())}
 
 
 # -- small SQS reads shared with the caller ---------------------------------------------------------

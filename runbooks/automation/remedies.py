@@ -34,6 +34,8 @@ REMEDIES: dict[Runbook, Remedy] = {
     Runbook.DYNAMODB_THROTTLES: throttles.run,
 }
 
+RECONCILER: frozenset[Runbook] = frozenset(runbook for runbook, runner in REMEDIES.items() if runner is reconciler_runbooks.run)
+RERUNS: frozenset[Runbook] = frozenset(runbook for runbook, runner in REMEDIES.items() if runner is reruns.run)
 # Runners that only diagnose: `apply` changes nothing.
 DIAGNOSE_ONLY: frozenset[Runbook] = frozenset(runbook for runbook, runner in REMEDIES.items() if runner is throttles.run)
 

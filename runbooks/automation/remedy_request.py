@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from runbooks.catalog import Runbook
 from stack.resources import StackResources
+
+
+class Selection(StrEnum):
+    """What an operator may pick for one run, by its name in a runbook function event and in an
+    Automation document's parameters; the CLI's options are --group, --holder, --run,
+    --grace-seconds. Which runbook takes which: `engine.SELECTIONS`."""
+
+    GROUPS = "Groups"  # DLQ groups (ids from the diagnosis); none named: every group
+    HOLDERS = "Holders"  # semaphore holders implausible-drift may release; none named: it refuses
+    RUNS = "Runs"  # failed runs to re-run, `job_id@started_at`; none named: nothing re-run
+    GRACE_SECONDS = "GraceSeconds"  # the reconciler runbooks: how old a holder must be to act on
 
 
 class Clients(Protocol):

@@ -25,7 +25,7 @@ from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.queue import JobQueue
 from pipeline.status import JobStatus
 from pipeline.stores._dynamodb import batch_get, cancellations, is_condition_failure
-from pipeline.stores.audit import AuditStore
+from pipeline.stores.audit import AuditStore, AuditStream
 from pipeline.stores.claims import claim_key
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore, queued_run_item, run_key
@@ -107,7 +107,7 @@ class Rerun:
         self._tracking = resources.TrackingTableName
         self._claims = resources.CoordinationTableName
         self._queue = JobQueue(request.client("sqs"), resources.MainQueueUrl)
-        self._audit = AuditStore(resources.CoordinationTableName, self._dynamodb)
+        self._audit = AuditStore(resources.CoordinationTableName, self._dynamodb, AuditStream.RUNBOOK)
         self._actor = request.who()
         self._clock = request.clock
 

@@ -147,10 +147,6 @@ class FaultBoard:
     def event_fault(self, source: str, rule_name: str) -> EventFault | None:
         return self._first(EventFault, lambda s: s.source == source and s.rule in ("", rule_name))
 
-    def has(self, kind: type[Any]) -> bool:
-        """Whether a fault of this spec class is in force (a cheap look before a decision)."""
-        return any(type(f.spec) is kind for f in list(self._faults.values()))
-
     def api_fault_fired(self, fault: ApiFault, service: str, operation: str, params: Any) -> None:
         """Publish what AWS counts for a throttled call (AWS/DynamoDB throttle events,
         AWS/States ExecutionThrottled): the alarms on them then see the fault."""

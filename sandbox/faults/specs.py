@@ -169,7 +169,8 @@ class EventFault(_Spec):
     aws.s3: object created) to Lambda targets are held (delivered when the fault is cleared or
     expires), duplicated (delivered twice, same event id), lost (sent to the target's dead-letter
     queue as EventBridge does once its retries are spent) or delivered `delay_seconds` late.
-    `rule`: only this rule's targets (a logical id or name); empty: every rule."""
+    `rule`: only this rule's targets (a logical id or name); empty: every rule. A held delivery is
+    not in flight (as a paused rule's): the sandbox reads idle while it waits."""
 
     source: str = ""
     effect: EventEffect = "hold"

@@ -34,6 +34,7 @@ With the parts that need them:
   execution_events       BEHAVIOUR  execution status changes seen (`sandbox.status_events`)
   composite_alarms       BEHAVIOUR  PutCompositeAlarm (`sandbox.alarm_engine`)
   iam_calls              BEHAVIOUR  every handler's AWS call checked (`sandbox.iam_enforcement`)
+  handler_calls          BEHAVIOUR  a handler's calls throttled, failed or crashed on demand (`sandbox.faults`)
 """
 
 from __future__ import annotations

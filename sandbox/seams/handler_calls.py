@@ -8,7 +8,8 @@ Where. `botocore.endpoint.Endpoint._do_get_response` sends one attempt of a call
 answer; it runs in the *caller's* thread, in-process (`mock_aws` answers in its `before-send`
 event) and served (an HTTP request to the moto server) alike, so the handler that makes the call is
 known (`sandbox.runtime.running_function()`) and no user-agent guessing is needed. The sandbox's
-own clients, the CLI's and the state machine's interpreter run outside any handler: never faulted.
+own clients (marked by their user agent, `sandbox.clients`), the CLI's and the state machine's
+interpreter's calls are no handler's: never faulted.
 
 What it adds, while a `FaultBoard` is attached:
 - an `ApiFault` that matches answers the attempt with the service's own error, built as the
@@ -30,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 from xml.sax.saxutils import escape
 
+from sandbox.clients import INTERNAL_USER_AGENT
 from sandbox.runtime import running_function
 from sandbox.seams.patching import Patch, RoutedSeam
 
@@ -41,8 +43,6 @@ class InjectedCrash(SystemExit):
 
 
 class CallFaults(Protocol):
-    def has(self, kind: type[Any]) -> bool: ...
-
     def api_fault(self, caller: str, service: str, operation: str) -> Any: ...
 
     def crash(self, caller: str, service: str, operation: str, when: str) -> Any: ...
@@ -88,6 +88,12 @@ def _answer(endpoint: Any, request: Any, operation_model: Any, fault: Any) -> An
     return (http_response, parsed), None
 
 
+def _is_internal(request: Any) -> bool:
+    """A call of the sandbox's own clients (`sandbox.clients`), even on a handler's thread."""
+    agent = request.headers.get("User-Agent", b"")
+    return INTERNAL_USER_AGENT in (agent.decode() if isinstance(agent, bytes) else str(agent))
+
+
 def _params(request: Any) -> Any:
     try:
         return json.loads(request.body or b"{}")
@@ -100,7 +106,7 @@ def _faulted(original: Callable[..., Any]) -> Callable[..., Any]:
     def _do_get_response(self: Any, request: Any, operation_model: Any, context: Any) -> Any:
         board = SEAM.current()
         running = running_function() if board is not None else None
-        if board is None or running is None:
+        if board is None or running is None or _is_internal(request):
             return original(self, request, operation_model, context)
         caller = running.function_name
         service = operation_model.service_model.endpoint_prefix

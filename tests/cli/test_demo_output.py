@@ -122,3 +122,8 @@ def test_a_real_run_exits_0_with_the_readme_sample_shape() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert shape(done.stdout) == shape(readme_sample()), done.stdout
+    # The DLQ's on-call path, not a purge: the runbook's dry run, then its apply parking the poison message.
+    flat = " ".join(done.stdout.split())
+    assert "pipeops runbook run dlq-messages (dry run): groups 1 malformed_message, plan quarantine 1" in flat, flat
+    assert "--apply --yes: quarantine 1: applied; 0 left in the DLQ, verdict cleared" in flat, flat
+    assert "malformed_message" in flat.split("Its reason, read from the quarantine queue:")[1]

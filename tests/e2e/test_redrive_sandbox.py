@@ -9,7 +9,6 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,13 +16,13 @@ import pytest
 
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
-from pipeline.stores.audit import AUDIT_PREFIX
+from pipeline.stores.audit import AuditStream, audit_prefix
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import RunRecord, TrackingStore
 from runbooks.automation.engine import run_runbook
 from runbooks.automation.result import RunbookResult
 from stack.resources import StackResources
-from tests.conftest import depth, job_message, put, runs, send
+from tests.conftest import depth, held_off, job_message, put, runs, send, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -31,21 +30,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def sandbox(make_sandbox: Any) -> Any:
     """The scheduled reconciler held off, so that it re-announces no run the test leaves QUEUED."""
-    started = make_sandbox()
-    started.client("events").disable_rule(Name=started.deployment.resources["ReconcilerFunctionSchedule"])
-    return started
+    return held_off(make_sandbox())
 
 
 def runbook(sandbox: Any, runbook_id: str, *, apply: bool) -> RunbookResult:
     resources = StackResources.from_outputs(sandbox.stack_name, dict(sandbox.outputs))
     return run_runbook(runbook_id, resources, sandbox, apply=apply, rate=0)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
 
 
 def executions(sandbox: Any) -> Counter[str]:
@@ -55,7 +45,7 @@ def executions(sandbox: Any) -> Counter[str]:
 
 def audits(sandbox: Any) -> list[dict[str, Any]]:
     items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["CoordinationTableName"])["Items"]
-    return [item for item in items if item["doc_key"]["S"].startswith(AUDIT_PREFIX)]
+    return [item for item in items if item["doc_key"]["S"].startswith(audit_prefix(AuditStream.RUNBOOK))]  # the runbook stream
 
 
 def is_terminal_status(event: dict[str, Any]) -> bool:
@@ -176,7 +166,9 @@ def test_two_redrives_at_once_start_each_run_once(sandbox: Any) -> None:
     reports = [r.to_dict() for r in results]
     assert all(r.exit_code in (0, 1) for r in results), reports
     handled = sum(outcome.action.count for r in results for outcome in r.actions)
-    assert handled == 2 * len(keys), reports  # every message acted on by exactly one of the two
+    # Every message acted on; a standard queue may hand one message to both receivers (at-least-once
+    # delivery, as moto's threads do under load), so only the runs below must be exactly once.
+    assert handled >= 2 * len(keys), reports
     assert sandbox.wait_until_idle(180)
     assert executions(sandbox) == Counter({r.run.execution_name: 1 for r in queued})
     assert all(r.status is JobStatus.COMPLETE for r in runs(sandbox)), runs(sandbox)

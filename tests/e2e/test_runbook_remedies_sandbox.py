@@ -6,7 +6,6 @@ nothing to do and exits 0."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,22 +14,17 @@ import pytest
 
 from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
-from pipeline.stores.audit import AUDIT_PREFIX
+from pipeline.stores.audit import AuditStream, audit_prefix
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from runbooks.automation.engine import run_runbook
 from runbooks.automation.result import RunbookResult, Verdict
 from stack.resources import StackResources
+from tests.conftest import edit_count, held_off, wait_for
 
 pytestmark = pytest.mark.slow
 LONG_AGO = "2026-01-01T00:00:00.000000Z"
-
-
-def held_off(sandbox: Any) -> Any:
-    """The scheduled reconciler held off, so that each test sees its condition."""
-    sandbox.client("events").disable_rule(Name=sandbox.deployment.resources["ReconcilerFunctionSchedule"])
-    return sandbox
 
 
 def runbook(sandbox: Any, runbook_id: str, *, apply: bool, **options: Any) -> RunbookResult:
@@ -40,20 +34,14 @@ def runbook(sandbox: Any, runbook_id: str, *, apply: bool, **options: Any) -> Ru
     return result
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
-
-
 def semaphore(sandbox: Any) -> Semaphore:
     return Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb"))
 
 
 def audits(sandbox: Any) -> list[str]:
     items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["CoordinationTableName"])["Items"]
-    return sorted(item["action"]["S"] for item in items if item["doc_key"]["S"].startswith(AUDIT_PREFIX))
+    streams = tuple(audit_prefix(stream) for stream in AuditStream)  # the reconciler's repairs and the re-runs
+    return sorted(item["action"]["S"] for item in items if item["doc_key"]["S"].startswith(streams))
 
 
 def runs(sandbox: Any) -> list[RunRecord]:
@@ -63,15 +51,6 @@ def runs(sandbox: Any) -> list[RunRecord]:
 
 def put(sandbox: Any, key: str) -> None:
     sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=b"mail ann@corp.example\n")
-
-
-def edit_count(sandbox: Any, count: int) -> None:
-    sandbox.client("dynamodb").update_item(
-        TableName=sandbox.outputs["CoordinationTableName"],
-        Key={"doc_key": {"S": "workflow_counter"}},
-        UpdateExpression="SET active_count = :n ADD version :one",
-        ExpressionAttributeValues={":n": {"N": str(count)}, ":one": {"N": "1"}},
-    )
 
 
 def dry_then_applied_then_nothing(sandbox: Any, runbook_id: str, unchanged: Callable[[], Any], **options: Any) -> RunbookResult:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pipeops.cli import app
+from tests.conftest import create_pk_table
 
 TABLE = "seed-concurrency"
 
@@ -27,12 +28,7 @@ def legacy(resources, state: Path, *extra: str) -> tuple[int, dict]:
 
 def test_a_stalled_plain_counter_is_remembered_then_repaired_conditionally(resources, tmp_path) -> None:
     ddb = resources.client("dynamodb")
-    ddb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_pk_table(ddb, TABLE)
     ddb.put_item(TableName=TABLE, Item={"pk": {"S": "workflow_counter"}, "active_count": {"N": "3"}})
     state = tmp_path / "legacy.json"
 
@@ -52,12 +48,7 @@ def test_a_stalled_plain_counter_is_remembered_then_repaired_conditionally(resou
 
 def test_a_counter_that_moves_between_runs_is_left_alone(resources, tmp_path) -> None:
     ddb = resources.client("dynamodb")
-    ddb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_pk_table(ddb, TABLE)
     ddb.put_item(TableName=TABLE, Item={"pk": {"S": "workflow_counter"}, "active_count": {"N": "2"}})
     state = tmp_path / "legacy.json"
     legacy(resources, state, "--apply")

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from pipeline.jobs import JobMessage, RunRef
-from pipeline.stores.audit import AUDIT_PREFIX, AuditStore
+from pipeline.stores.audit import AuditStore, AuditStream, audit_prefix
 from pipeline.stores.tracking import TrackingStore
 from runbooks.automation.dead_letters import DlqKind
-from runbooks.automation.engine import run_redrive
+from runbooks.automation.engine import reverify, run_redrive
 from runbooks.automation.pacing import Pacer
 from runbooks.automation.redrive import (
     MOVE_TASK_RATE,
@@ -23,7 +23,9 @@ from runbooks.automation.redrive import (
     queue_depth,
     unsupported,
 )
+from runbooks.automation.result import Verdict
 from runbooks.catalog import Runbook
+from stack.resources import StackResources
 from tests.conftest import Resources
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -62,12 +64,12 @@ def redrive(resources: Resources) -> DlqRedrive:
         run = RunRef(f"job-{index}.txt", f"2026-12-03T11:00:0{index}.000000Z")
         tracking.create_run(run, [run.job_id], resources.input_bucket, NOW)
         sqs.send_message(QueueUrl=resources.dlq_url, MessageBody=JobMessage(run.job_id, run.started_at, resources.input_bucket).to_json())
-    return DlqRedrive(endpoints, sqs, None, AuditStore(resources.coordination_table, ddb), tracking, "arn:aws:iam::123456789012:user/op", lambda: NOW, Pacer(0))
+    return DlqRedrive(endpoints, sqs, None, AuditStore(resources.coordination_table, ddb, AuditStream.RUNBOOK), tracking, "arn:aws:iam::123456789012:user/op", lambda: NOW, Pacer(0))
 
 
 def audits(resources: Resources) -> list[dict[str, Any]]:
     items = resources.client("dynamodb").scan(TableName=resources.coordination_table)["Items"]
-    return [item for item in items if item["doc_key"]["S"].startswith(AUDIT_PREFIX)]
+    return [item for item in items if item["doc_key"]["S"].startswith(audit_prefix(AuditStream.RUNBOOK))]
 
 
 def test_moto_has_no_move_task_so_the_redrive_receives_sends_and_deletes(redrive: DlqRedrive, resources: Resources) -> None:
@@ -97,6 +99,46 @@ def test_a_whole_dlq_is_moved_by_sqs_at_a_low_rate_and_the_caller_polls(redrive:
 
     progress = list(follow_move_task(sqs, resources.dlq_url, "task-1", sleep=nap, interval=2))
     assert [p["Status"] for p in progress] == ["RUNNING", "COMPLETED"] and naps == [2]
+
+
+def test_the_verdict_is_read_again_once_the_move_task_ends(
+    redrive: DlqRedrive, resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pipeops runbook run --apply` follows the move task, then reads the DLQ again: the verdict
+    the run returned ("remains": SQS had moved nothing yet) becomes the queue's ("cleared")."""
+    from pipeops.commands.runbook import _settle
+
+    sqs = WithMoveTasks(redrive.sqs)
+    redrive.sqs = sqs
+    result = run_redrive(Runbook.DLQ_MESSAGES, redrive, apply=True)
+    assert result.verdict is Verdict.REMAINS
+
+    def sqs_moves_them(seconds: float) -> None:  # what SQS does while the caller waits
+        for message in sqs.receive_message(QueueUrl=resources.dlq_url, MaxNumberOfMessages=10)["Messages"]:
+            sqs.send_message(QueueUrl=resources.main_queue_url, MessageBody=message["Body"])
+            sqs.delete_message(QueueUrl=resources.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+        sqs.completed, sqs.running = sqs.running, []
+
+    stack = StackResources(
+        "pipeops", resources.input_bucket, resources.output_bucket, resources.tracking_table, resources.coordination_table,
+        resources.main_queue_url, resources.dlq_url, "", "", QuarantineQueueUrl=redrive.endpoints.quarantine_url,
+    )  # fmt: skip
+
+    class Connection:
+        def client(self, service: str) -> Any:
+            return sqs
+
+    import time
+
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", lambda seconds: (slept.append(seconds), sqs_moves_them(seconds)))
+    settled = _settle(result, Connection(), stack, show=False)  # type: ignore[arg-type]
+    assert slept and settled.verdict is Verdict.CLEARED and settled.exit_code == 0
+    assert settled.verified is not None and settled.verified["remaining"] == 0
+    assert queue_depth(sqs, resources.main_queue_url)["visible"] == 3
+    # Read while messages remain, the verdict stays "remains": it is the queue's, not the task's.
+    sqs.send_message(QueueUrl=resources.dlq_url, MessageBody="late")
+    assert reverify(settled, stack, Connection()).verdict is Verdict.REMAINS  # type: ignore[arg-type]
 
 
 def test_a_selection_is_sent_by_hand_even_where_the_move_task_exists(redrive: DlqRedrive, resources: Resources) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from alarms.automation import AUTO_REMEDIATE_CONDITION, AUTOMATION_ROLE, document_id
 from pipeline.stack import Function
-from runbooks.automation.engine import ACTING_RUNBOOKS
+from runbooks.automation.engine import ACTING_RUNBOOKS, selections
 from runbooks.automation.remedies import DIAGNOSE_ONLY
 from runbooks.catalog import Runbook
 from stack.template import load_template
@@ -34,8 +34,10 @@ def test_a_document_is_a_dry_run_unless_asked_and_approved(runbook: Runbook) -> 
     actions = [step["action"] for step in steps]
     assert actions == ["aws:invokeLambdaFunction", "aws:branch", "aws:approve", "aws:invokeLambdaFunction"]
     diagnose, branch, approve, apply = steps
-    assert '"DryRun": true' in diagnose["inputs"]["Payload"] and f'"{runbook.value}"' in diagnose["inputs"]["Payload"]
-    assert '"DryRun": false' in apply["inputs"]["Payload"]
+    selection = {name: f"{{{{ {name} }}}}" for name in selections(runbook)}
+    assert diagnose["inputs"]["InputPayload"] == {"RunbookId": runbook.value, "DryRun": True} | selection
+    assert apply["inputs"]["InputPayload"] == {"RunbookId": runbook.value, "DryRun": False} | selection
+    assert set(selection) <= set(content["parameters"])
     assert diagnose["nextStep"] == branch["name"]
     # Only DryRun false leads on, and only to the approval; the approval is the way to the apply.
     assert branch["isEnd"] is True and branch["inputs"]["Choices"] == [
@@ -63,3 +65,10 @@ def test_auto_remediation_is_off_by_default_and_starts_dry_runs_only() -> None:
         assert rule["Properties"]["EventPattern"]["detail"]["state"] == {"value": ["ALARM"]}
         [target] = rule["Properties"]["Targets"]
         assert '"DryRun": ["true"]' in target["Input"]["Fn::Sub"]
+    # Only the reconciler's documents: never a redrive nor a re-run.
+    assert {name.removeprefix("RunbookAutoRemediate") for name in rules} == {
+        "CounterDrift",
+        "SlotsFullIdle",
+        "BacklogStalled",
+        "ImplausibleDrift",
+    }

@@ -184,8 +184,8 @@ def test_the_pacer_spaces_writes_and_zero_never_waits() -> None:
 def test_only_the_operator_side_can_send_to_the_quarantine_queue() -> None:
     """No pipeline function's role, rule or mapping names the quarantine queue: nothing in the
     pipeline writes to it, so a parked message never cycles back by itself. Only what watches it
-    (its alarm, the composite that pages, the dashboards, the optional rule that starts its
-    runbook's document on that alarm) names it, and the runbook function (the
+    (its alarm, the composite that pages, the dashboards; no AutoRemediate rule starts a redrive)
+    names it, and the runbook function (the
     operator side, behind the SSM Automation documents) that parks messages there."""
     resources = load_template()["Resources"]
     assert resources["QuarantineQueue"]["Type"] == "AWS::SQS::Queue"
@@ -195,8 +195,7 @@ def test_only_the_operator_side_can_send_to_the_quarantine_queue() -> None:
         for name, resource in resources.items()
         if name != Function.RUNBOOK and "QuarantineQueue" in json.dumps(resource)
     }
-    # The AutoRemediate rule matches the quarantine alarm by its name (a dry run only).
-    assert naming == {"AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::CloudWatch::Dashboard", "AWS::Events::Rule"}
+    assert naming == {"AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::CloudWatch::Dashboard"}
     assert "QuarantineQueue" in json.dumps(resources[Function.RUNBOOK])
 
 

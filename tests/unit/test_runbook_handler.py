@@ -54,3 +54,12 @@ def test_the_stack_comes_from_the_environment() -> None:
     assert resources.IngestDeadLetterQueueUrl == ""
     with pytest.raises(KeyError):
         resources_from_env({"STACK_NAME": "pipeops"})
+
+
+def test_a_document_parameters_arrive_typed_and_an_empty_selection_is_none() -> None:
+    """What InputPayload hands over: StringLists as lists (empty by default), GraceSeconds as text."""
+    event = parse_event({"RunbookId": "backlog-stalled", "DryRun": False, "GraceSeconds": "30", "Groups": [], "Runs": []})
+    assert event.dry_run is False and event.groups is None and event.options == {"grace_seconds": 30}
+    assert parse_event({"RunbookId": "counter-drift", "DryRun": True, "GraceSeconds": ""}).options == {}
+    with pytest.raises(BadEventError, match="GraceSeconds"):
+        parse_event({"RunbookId": "counter-drift", "DryRun": True, "GraceSeconds": "-1"})

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
-from pipeline.stores.audit import AUDIT_PREFIX
+from pipeline.stores.audit import AuditStream, audit_prefix
 from pipeline.stores.tracking import TrackingStore
 from runbooks.automation.remedy_request import RemedyRequest
 from runbooks.automation.rerun_plan import plan_reruns
@@ -52,6 +52,6 @@ def test_two_reruns_decided_at_once_start_one_new_run(resources: Resources) -> N
     [message] = drain_queue(resources.client("sqs"), resources.main_queue_url)  # one announcement
     assert first.detail["rerun"].split("@")[1] in message["Body"]
     items = resources.client("dynamodb").scan(TableName=resources.coordination_table)["Items"]
-    assert [i["action"]["S"] for i in items if i["doc_key"]["S"].startswith(AUDIT_PREFIX)] == ["rerun_run"]
+    assert [i["action"]["S"] for i in items if i["doc_key"]["S"].startswith(audit_prefix(AuditStream.RUNBOOK))] == ["rerun_run"]
     [after] = read_candidates(request, NOW - timedelta(hours=1))
     assert after.blocked.startswith("re-run already")

@@ -13,7 +13,7 @@ from rich.console import Console
 from alarms.catalog import build_catalog
 from monitors.reconcile.model import Finding, FindingKind, Holder, Observation, ReconcileSettings
 from monitors.reconcile.signals import Signals
-from monitors.snapshot import OutcomeWindow, QueueDepth, Snapshot
+from monitors.snapshot import OutcomeWindow, Snapshot
 from pipeline.jobs import format_timestamp
 from pipeops.render import status_table
 from pipeops.views import (
@@ -28,18 +28,11 @@ from pipeops.views import (
 )
 from runbooks.catalog import Runbook
 from stack.template import load_template
+from tests.conftest import quiet_snapshot
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 ALARMS = {spec.name_suffix: spec for spec in build_catalog(load_template())}
-QUIET = Snapshot(
-    taken_at=format_timestamp(NOW),
-    main_queue=QueueDepth(0, 0, 0),
-    dead_letter_depth=0,
-    tracker_dead_letter_depth=0,
-    ingest_dead_letter_depth=0,
-    quarantine_depth=0,
-    oldest_message_age_seconds=None,
-)
+QUIET = quiet_snapshot(NOW)
 CALM = Signals(slots_full_idle=False, oldest_queued_age=0.0, backlog_stalled=False)
 OBSERVED = Observation(
     taken_at=NOW,

@@ -8,8 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 from monitors.snapshot import (
     OutcomeWindow,
-    QueueDepth,
-    Snapshot,
     count_since,
     recent_outcomes,
     window_label,
@@ -18,6 +16,7 @@ from pipeline.jobs import format_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.tracking import RunRecord
 from pipeops.views import merge_newest
+from tests.conftest import quiet_snapshot
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 
@@ -65,15 +64,7 @@ def test_a_capped_status_is_a_lower_bound_only_in_the_windows_it_did_not_read_th
     assert wide.lower_bounds == ("COMPLETE",) and wide.counts == {"COMPLETE": 2, "FAILED": 1}
 
 
-BASE = Snapshot(
-    taken_at=format_timestamp(NOW),
-    main_queue=QueueDepth(0, 0, 0),
-    dead_letter_depth=0,
-    tracker_dead_letter_depth=0,
-    ingest_dead_letter_depth=0,
-    quarantine_depth=0,
-    oldest_message_age_seconds=None,
-)
+BASE = quiet_snapshot(NOW)
 
 
 def test_jobs_by_status_is_every_active_run_and_the_widest_windows_ended_runs_non_zero_only() -> None:
