@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pipeline.jobs import execution_name, job_id_for_key
-from pipeline.stores.audit import AuditStore
+from pipeline.stores.audit import AuditStore, AuditStream
 from pipeline.stores.executions import ExecutionsStore
 from pipeline.stores.semaphore import Semaphore
 from pipeline.stores.tracking import TrackingStore
@@ -135,16 +135,18 @@ def look_at_rest(resources: StackResources, client: Callable[[str], Any], keys: 
 
 
 def audit_actions(resources: StackResources, client: Callable[[str], Any], clock: Clock, since: float) -> list[Action]:
-    """The audit records written since `since` (game-day seconds), oldest first."""
-    store = AuditStore(resources.CoordinationTableName, client("dynamodb"))
+    """The audit records written since `since` (game-day seconds), both streams (the reconciler's
+    repairs and the runbooks' actions), oldest first."""
     moment = clock.started + timedelta(seconds=since)
     found = []
-    for record in store.history(moment, limit=200).records:
-        try:
-            at = clock.since(datetime.fromisoformat(record.at.replace("Z", "+00:00")))
-        except ValueError:
-            continue
-        found.append(Action(f"audit: {record.action} {record.target}"[:160], at))
+    for stream in AuditStream:
+        store = AuditStore(resources.CoordinationTableName, client("dynamodb"), stream)
+        for record in store.history(moment, limit=200).records:
+            try:
+                at = clock.since(datetime.fromisoformat(record.at.replace("Z", "+00:00")))
+            except ValueError:
+                continue
+            found.append(Action(f"audit ({stream.value}): {record.action} {record.target}"[:160], at))
     return sorted(found, key=lambda action: action.real_at)
 
 
