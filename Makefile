@@ -22,10 +22,14 @@ lint: $(STAMP)
 # Two workers, a test file each at a time (a file's tests share its fixtures and order): most of the
 # suite's time is sandboxes waiting on their pollers and schedules, so two overlap well on 2 cores
 # (measured: 11.5 min with two busy loops beside it, where one worker took 14.6 min on an idle machine).
+# Files go out in collection order (--no-loadscope-reorder): xdist's default hands out the files
+# with the most tests first, which leaves the one-test files -- here the sandbox tests of a minute
+# each -- for the end, where one worker runs them while the other idles. In collection order the
+# sandbox-heavy directories (browser, cli, e2e) start first and tests/unit's small files fill the end.
 TEST_WORKERS ?= 2
 
 test: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # The 2,000-file folder (about 8 minutes on 2 cores): kept out of the default suite.
 test-large: $(STAMP)

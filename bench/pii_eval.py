@@ -6,7 +6,9 @@
 
 The test set is `tests/unit/pii_cases/*.json`, one file per entity type: positive cases (running
 text, CSV and JSON documents, each listing every value of that type it holds, and no PII of any
-other type) and negatives (near misses: nothing in them may be reported). Scoring, per type:
+other type unless listed under `also`, as {type: [values]}) and negatives (near misses: nothing in
+them may be reported). The blind set (tests/unit/pii_blind/, bench.pii_blind_set) has the same
+format, with `also` for its documents that hold several types. Scoring, per type:
 - a true positive is a detection of the type whose text equals an expected value (each expected
   occurrence matched at most once, left to right);
 - a false positive is any other detection: a wrong span, a wrong type, anything in a negative;
@@ -30,19 +32,28 @@ from pipeline.pii import OfflineDetector, PiiDetector
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = PROJECT_ROOT / "tests" / "unit" / "pii_cases"
+BLIND_DIR = PROJECT_ROOT / "tests" / "unit" / "pii_blind"
+BLIND_SECTION = "pii-blind-set"
 DEFAULT_OUT = PROJECT_ROOT / "docs" / "PII.md"
 MIN_RECALL = 0.98
 SECTION = "pii-own-set"
+OWN_SET_SOURCE = "`python -m bench.pii_eval` on `tests/unit/pii_cases/`"
 
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One document of the test set: `values` of `type` it holds (none for a negative)."""
+    """One document of the test set: `values` of `type` it holds (none for a negative) and `also` of other types."""
 
     type: str
     id: str
     text: str
     values: tuple[str, ...]
+    also: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def expected(self) -> list[tuple[str, str]]:
+        """(type, text) of every value to find, the case's own type first."""
+        return [(self.type, value) for value in self.values] + list(self.also)
 
 
 @dataclass(slots=True)
@@ -72,7 +83,8 @@ def load_cases(directory: Path = CASES_DIR) -> list[Case]:
         document = json.loads(path.read_text(encoding="utf-8"))
         entity_type = document["type"]
         for item in document["positives"]:
-            cases.append(Case(entity_type, item["id"], item["text"], tuple(item["values"])))
+            also = tuple((other, value) for other, found in item.get("also", {}).items() for value in found)
+            cases.append(Case(entity_type, item["id"], item["text"], tuple(item["values"]), also))
         for item in document["negatives"]:
             cases.append(Case(entity_type, f"negative:{item['id']}", item["text"], ()))
     return cases
@@ -83,23 +95,25 @@ def evaluate(cases: Iterable[Case], detector: PiiDetector) -> dict[str, Score]:
     scores: dict[str, Score] = {}
     for case in cases:
         own = scores.setdefault(case.type, Score())
-        own.expected += len(case.values)
-        if not case.values:
+        remaining = case.expected
+        for entity_type, _ in remaining:
+            scores.setdefault(entity_type, Score()).expected += 1
+        if not remaining:
             own.negatives += 1
-        remaining = list(case.values)
         flagged = False
         for entity in detector.detect(case.text):
-            value = case.text[entity.start : entity.end]
-            if entity.type == case.type and value in remaining:
-                remaining.remove(value)
-                own.true_positives += 1
+            found = (str(entity.type), case.text[entity.start : entity.end])
+            score = scores.setdefault(found[0], Score())
+            if found in remaining:
+                remaining.remove(found)
+                score.true_positives += 1
                 continue
             flagged = True
-            other = scores.setdefault(str(entity.type), Score())
-            other.false_positives += 1
-            other.spurious.append(case.id)
-        own.missed.extend(f"{case.id}: {value}" for value in remaining)
-        own.negatives_flagged += flagged and not case.values
+            score.false_positives += 1
+            score.spurious.append(case.id)
+        for entity_type, value in remaining:
+            scores[entity_type].missed.append(f"{case.id}: {value}")
+        own.negatives_flagged += flagged and not case.expected
     return scores
 
 
@@ -114,10 +128,10 @@ def failures(scores: dict[str, Score]) -> list[str]:
     return problems
 
 
-def render(scores: dict[str, Score], case_count: int) -> str:
+def render(scores: dict[str, Score], case_count: int, source: str = OWN_SET_SOURCE) -> str:
     """The generated section of docs/PII.md (without its markers). Pure."""
     lines = [
-        f"`python -m bench.pii_eval` on `tests/unit/pii_cases/` ({case_count} documents). Generated: do not",
+        f"{source} ({case_count} documents). Generated: do not",
         "edit by hand; `tests/unit/test_bench_pii_eval.py` fails when it is stale.",
         f"Acceptance: recall ≥ {MIN_RECALL:.0%} per type and no negative case flagged.",
         "",
@@ -146,7 +160,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cases", type=Path, default=CASES_DIR, help="directory of the case files")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report path (default docs/PII.md)")
     parser.add_argument("--check", action="store_true", help="fail if the section is stale or a target missed")
+    parser.add_argument("--section", default=SECTION, help=f"the report's section to write (default {SECTION})")
     return parser.parse_args(argv)
+
+
+def source(cases: Path, section: str) -> str:
+    """The section header's first words: the command that regenerates it, on which cases."""
+    cases = cases.resolve()
+    if cases == CASES_DIR and section == SECTION:
+        return OWN_SET_SOURCE
+    shown = cases.relative_to(PROJECT_ROOT).as_posix() if cases.is_relative_to(PROJECT_ROOT) else cases.name
+    return f"`python -m bench.pii_eval --cases {shown} --section {section}` on `{shown}/`"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = load_cases(args.cases)
     scores = evaluate(cases, OfflineDetector())
     current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-    report = replace_section(current, SECTION, render(scores, len(cases)))
+    report = replace_section(current, args.section, render(scores, len(cases), source(args.cases, args.section)))
     problems = failures(scores)
     if args.check:
         if current != report:

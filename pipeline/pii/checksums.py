@@ -64,7 +64,7 @@ CARD_BRANDS: tuple[CardBrand, ...] = (
     CardBrand("discover", 65, 65, _lengths(16, 19)),
     CardBrand("diners", 300, 305, _lengths(14, 19)),
     CardBrand("diners", 36, 36, _lengths(14, 19)),
-    CardBrand("diners", 38, 39, _lengths(16, 19)),
+    CardBrand("diners", 38, 39, _lengths(14, 19)),  # 14 digits printed 4-6-4, like the 36 range
     CardBrand("jcb", 3528, 3589, _lengths(16, 19)),
     CardBrand("unionpay", 62, 62, _lengths(16, 19)),
     CardBrand("mir", 2200, 2204, _lengths(16, 19)),

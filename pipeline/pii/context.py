@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import unicodedata
 from enum import StrEnum
 from functools import lru_cache
 
@@ -32,6 +33,9 @@ class Topic(StrEnum):
     SSN = "SSN"
     IBAN = "IBAN"
     CARD = "CARD"
+    # An identifier label: "order", "ticket", "part no.", `call_id`: the number after it is that
+    # identifier, not a phone, SSN or card that happens to have the same digits (an own-type label wins).
+    REFERENCE = "REFERENCE"
 
 
 # Single words, or two-word phrases written "first second" (matched with at most one word between
@@ -43,24 +47,51 @@ CONTEXT_WORDS: dict[Topic, frozenset[str]] = {
          "portable", "handy", "ph", "my number", "cel", "celular", "telefone", "movil", "móvil",
          "cellulare", "mobiel", "mobil", "gsm", "tlf", "tfn", "telf", "telefonnummer", "telefoonnummer",
          "handynummer", "mobilnummer", "rufnummer", "puhelin", "telefonszám", "mobilszám", "телефон", "тел", "電話", "電話番号", "携帯",
-         "电话", "手机", "전화", "휴대폰", "טלפון", "נייד", "هاتف", "جوال"}
+         "电话", "手机", "전화", "휴대폰", "טלפון", "נייד", "هاتف", "جوال", "telefoon", "festnetz", "mobiltelefon",
+         "telemóvel", "telemovel", "puh", "matkapuhelin", "mobilnr", "komórka", "τηλ", "τηλέφωνο", "κινητό",
+         "fixe", "mobilní", "telefonní"}
     ),
     Topic.SSN: frozenset({"ssn", "ssns", "social security", "socialsecurity", "socsec"}),
     Topic.IBAN: frozenset({"iban", "ibans", "bank account", "account number"}),
     Topic.CARD: frozenset({"card", "cards", "credit", "debit", "cc", "pan", "uatp", "visa", "mastercard",
                            "maestro", "amex", "cardnumber"}),
+    Topic.REFERENCE: frozenset({"order", "invoice", "ticket", "case", "ref", "reference", "part", "model", "serial",
+                                "tracking", "waybill", "sku", "ean", "gtin", "isbn", "imei", "batch", "lot",
+                                "receipt", "txn", "transaction", "confirmation", "booking", "reservation"}),
 }  # fmt: skip
+# The last word of a label that names something about the thing, not the thing: `call_id`,
+# "contact ref", `phone_count` label an identifier or a quantity, not a phone number.
+_NOT_THE_VALUE = frozenset({"id", "ids", "uuid", "guid", "ref", "reference", "key", "sid", "count", "duration", "hash"})
+
+
+def fold(text: str) -> str:
+    """Lower case without accents: "Tél." and "tel", "Teléfono" and "telefono" are the same label."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered
+    decomposed = unicodedata.normalize("NFKD", lowered)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
 
 
 def _stems(vocabulary: frozenset[str]) -> tuple[str, ...]:
     """Substrings one of which every label of the vocabulary holds (a phrase: its last word),
     none holding another ("tel" stands for "telephone" too): a necessary condition for a label,
     tested with `in` far faster than splitting the words."""
-    lasts = {entry.split()[-1] for entry in vocabulary}
+    lasts = {fold(entry.split()[-1]) for entry in vocabulary}
     return tuple(sorted(stem for stem in lasts if not any(other != stem and other in stem for other in lasts)))
 
 
 _STEMS: dict[Topic, tuple[str, ...]] = {topic: _stems(words) for topic, words in CONTEXT_WORDS.items()}
+# One alternation per topic: a single C-level scan, faster than testing the stems one by one.
+_STEM_SEARCH = {topic: re.compile("|".join(map(re.escape, stems))).search for topic, stems in _STEMS.items()}
+_FOLDED: dict[Topic, frozenset[str]] = {
+    topic: frozenset(fold(entry) for entry in vocabulary) for topic, vocabulary in CONTEXT_WORDS.items()
+}
+
+
+def may_mention(text: str, topic: Topic) -> bool:
+    """A cheap necessary condition for `text` to hold one of the topic's labels (substrings only)."""
+    return _STEM_SEARCH[topic](fold(text)) is not None
 
 
 def words(label: str) -> list[str]:
@@ -69,14 +100,16 @@ def words(label: str) -> list[str]:
     for token in _LETTERS.findall(label):
         # ASCII identifiers split at case changes ("phoneNumber"); other scripts' words whole ("Móvil")
         found.extend(_ASCII_WORD.findall(token) if token.isascii() else (token,))
-    return [word.lower() for word in found]
+    return [fold(word) for word in found]
 
 
 @lru_cache(maxsize=4096)
 def mentions(label: str, topic: Topic) -> bool:
     """Whether `label` holds one of the topic's context words (or two-word phrases)."""
     found = words(label)
-    vocabulary = CONTEXT_WORDS[topic]
+    if not found or (found[-1] in _NOT_THE_VALUE and topic is not Topic.REFERENCE):
+        return False
+    vocabulary = _FOLDED[topic]
     pairs = itertools.chain(
         (f"{first} {second}" for first, second in itertools.pairwise(found)),
         (f"{first} {second}" for first, second in zip(found, found[2:], strict=False)),
@@ -161,8 +194,7 @@ class ContextIndex:
         """Whether the value at `start` is labelled as `topic`: just before it, or by its column."""
         line_start = self._text.rfind("\n", 0, start) + 1
         before = self._text[max(line_start, start - WINDOW) : start]
-        lowered = before.lower()
-        if not any(stem in lowered for stem in _STEMS[topic]):  # most candidates: no label near
+        if not may_mention(before, topic):  # most candidates: no label near
             return mentions(self.column_header(start), topic)
         # A label belongs to the value right after it: not across another number, a field or
         # clause separator, or more than a few words ("SSN on file; order 123456789").

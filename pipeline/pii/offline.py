@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from pipeline.pii.checksums import IBAN_LENGTHS, card_brand, is_valid_card, is_valid_iban, is_valid_ssn
-from pipeline.pii.context import ContextIndex, Topic
+from pipeline.pii.context import WINDOW, ContextIndex, Topic, may_mention, mentions
 from pipeline.pii.types import DEFAULT_PHONE_REGIONS, EntityType, PiiEntity, resolve_overlaps
 
 Span = tuple[int, int]
@@ -38,6 +38,36 @@ class _Scan:
     def labelled(self, start: int, topic: Topic) -> bool:
         return self.context.labelled(start, topic)
 
+    def an_identifier(self, start: int, own: Topic) -> bool:
+        """Whether a label calls the value at `start` an order, ticket, part ... number (and not `own`)."""
+        if not may_mention(self.text[max(0, start - WINDOW) : start], Topic.REFERENCE) and not mentions(
+            self.context.column_header(start), Topic.REFERENCE
+        ):
+            return False  # no identifier word just before nor in its column's header: most values
+        return self.labelled(start, Topic.REFERENCE) and not self.labelled(start, own)
+
+    def sibling_of_non_pii(
+        self, match: re.Match[str], not_pii: Callable[[int], bool], label: re.Pattern[str], hint: Callable[[str], bool]
+    ) -> bool:
+        """Whether the value is one of a pair joined by "to", "and", "replaces" ... whose other value
+        is labelled as no PII: "from 2.5.6.18 to version 2.5.7.0", "part no. 075-78-1549 replaces
+        453-44-1827" name two of a kind. `label` is that label, cut from between the two; `hint`
+        a cheap necessary condition for it (a word of the label)."""
+        start, end = match.span("pii")
+        low, high = max(0, start - _PAIR_REACH), min(len(self.text), end + _PAIR_REACH)
+        if not hint(self.text[low:high]):
+            return False  # no such label near: the common case, decided by one search
+        for other in match.re.finditer(self.text, low, high):
+            other_start, other_end = other.span("pii")
+            if other_start == start:
+                continue
+            between = self.text[end:other_start] if other_start > start else self.text[other_end:start]
+            if other_start > start:
+                between = label.sub("", between)
+            if _PAIR_JOIN.fullmatch(between) and not_pii(other_start):
+                return True
+        return False
+
     def fragment(self, start: int, end: int, *, of_cards: bool = True) -> bool:
         """Whether [start, end) is part of a longer account-number-like run (or a card-like one).
 
@@ -53,6 +83,19 @@ class _Scan:
         return any(
             _part_of(start, end, run.span()) for pattern in patterns for run in pattern.finditer(text, low, high)
         )
+
+
+_PAIR_REACH = 64
+# What joins two of a kind: a list or range mark or a word of succession, after at most a short
+# remark in parentheses without digits ("075-78-1549 (rev B) replaces 453-44-1827").
+_PAIR_JOIN = re.compile(
+    r"(?i)\s*(?:\([^()0-9]{1,12}\)\s*)?"
+    r"(?:,|;|/|&|->|\u2192|\u2013|and|or|to|then|vs\.?|replaces|replaced by|superseded by)?\s*"
+)
+# An identifier's label ending the text between a pair ("... replaces part no. "), cut before joining.
+_REFERENCE_TAIL = re.compile(
+    r"(?i)(?:\b(?:part|model|ticket|case|order|ref|reference|serial|no|number)\b[\s.:#]*)+$"
+)
 
 
 def _part_of(start: int, end: int, run: Span) -> bool:
@@ -103,6 +146,8 @@ _EMAIL = re.compile(
     re.VERBOSE,
 )
 _QUOTES = "'\u2019"
+# "logo@2x.png": an image at a pixel density, not a mailbox (no top-level domain is an image type).
+_FILE_SUFFIXES = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "tif", "tiff", "avif"})
 
 
 def _email(match: re.Match[str], scan: _Scan) -> Span | None:
@@ -111,6 +156,8 @@ def _email(match: re.Match[str], scan: _Scan) -> Span | None:
     stripped = local.lstrip(_QUOTES)  # an opening quote ('dana@...') is not part of the address
     start += len(local) - len(stripped)
     if not stripped or stripped.startswith(".") or stripped.endswith(".") or ".." in stripped:
+        return None
+    if match["pii"].rsplit(".", 1)[-1].lower() in _FILE_SUFFIXES:
         return None
     return start, end
 
@@ -137,18 +184,28 @@ _PHONE = re.compile(
     re.VERBOSE,
 )
 _GROUPS = re.compile(r"[0-9]+")
-_DECIMAL = re.compile(r"[0-9]+\.[0-9]+$")  # "0.1380000000": a price, not a number to dial
+_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)\.[0-9]+$")  # "0.1380000000": a price (a price has no leading 0: "030.129027" is dialled)
 _RANGE = re.compile(r"[0-9]+-[0-9]+$")
 # "(area)" follows a country code or a "1" trunk prefix, never a longer group: "056103 (2005)".
 _PARENS_LATE = re.compile(r"[0-9]{3}[ .-]?\((?!0\))")
 _PHONE_CUT = re.compile(r"[ ./(-][^ ./(-]*$")
 
 
+# A calendar date, "12/01/2025", "2025-10-24", "15.06.2026": never a number to dial, labels or not
+# ("our call on 12/01/2025").
+_DATE = re.compile(
+    r"(?:(?:0?[1-9]|[12][0-9]|3[01])(?P<a>[./-])(?:0?[1-9]|[12][0-9]|3[01])(?P=a)(?:19|20)[0-9]{2}"
+    r"|(?:19|20)[0-9]{2}(?P<b>[./-])(?:0?[1-9]|1[0-2])(?P=b)(?:0?[1-9]|[12][0-9]|3[01]))$"
+)
+
+
 def _phone_reading(value: str, scan: _Scan, start: int) -> bool:
-    if _DECIMAL.match(value) or _PARENS_LATE.search(value):
+    if _DECIMAL.match(value) or _PARENS_LATE.search(value) or _DATE.match(value):
         return False
     if _unlabelled_phone(value, scan.phone_regions):
-        return True
+        # "case 612 761 2516": a national number after an identifier's label is that identifier
+        # ("+" and "00" numbers are written only for phones: no label asked, no cost paid).
+        return value.startswith(("+", "00")) or not scan.an_identifier(start, Topic.PHONE)
     # A label says what the value is: read it for every region, printed any way (still valid).
     from pipeline.pii.phones import read_labelled_phone
 
@@ -208,7 +265,18 @@ def _ssn(match: re.Match[str], scan: _Scan) -> Span | None:
         return None  # part of a longer run of spaced or dotted digit groups
     if not is_valid_ssn(_digits(match["pii"])) or scan.fragment(start, end):
         return None
+    if scan.an_identifier(start, Topic.SSN) or (
+        not scan.labelled(start, Topic.SSN)
+        and scan.sibling_of_non_pii(
+            match, lambda other: scan.an_identifier(other, Topic.SSN), _REFERENCE_TAIL, _reference_hint
+        )
+    ):
+        return None  # "Part no. 075-78-1549", "Ticket 697-30-8372": the label says what it is
     return start, end
+
+
+def _reference_hint(text: str) -> bool:
+    return may_mention(text, Topic.REFERENCE)
 
 
 def _labelled_ssn(match: re.Match[str], scan: _Scan) -> Span | None:
@@ -258,7 +326,11 @@ def _card(match: re.Match[str], scan: _Scan) -> Span | None:
             return None
         value = value[:cut]
     end = start + len(value)
-    return None if scan.fragment(start, end, of_cards=False) else (start, end)
+    if scan.fragment(start, end, of_cards=False):
+        return None
+    if not _CARD_SEPARATORS.search(value) and scan.an_identifier(start, Topic.CARD):
+        return None  # "EAN 4005532390908": an identifier that passes Luhn (a card printed in groups is one)
+    return start, end
 
 
 # --- IP addresses ------------------------------------------------------------------------------
@@ -289,9 +361,24 @@ def _ipv4(match: re.Match[str], scan: _Scan) -> Span | None:
     except ValueError:
         return None
     start = match.start("pii")
-    if _VERSION_LABEL.search(scan.text[max(0, start - 24) : start]):
+    if _versioned(scan, start) or scan.sibling_of_non_pii(
+        match, lambda other: _versioned(scan, other), _VERSION_TAIL, _version_hint
+    ):
         return None
     return match.span("pii")
+
+
+_VERSION_TAIL = re.compile(_VERSION_LABEL.pattern)
+# The words of _VERSION_LABEL but "v", matched in lower case (a case-insensitive regex is slower).
+_VERSION_WORDS = re.compile(r"\b(?:version|ver|build|release|rev|revision|firmware|fw)\b")
+
+
+def _version_hint(text: str) -> bool:
+    return _VERSION_WORDS.search(text.lower()) is not None
+
+
+def _versioned(scan: _Scan, start: int) -> bool:
+    return _VERSION_LABEL.search(scan.text[max(0, start - 24) : start]) is not None
 
 
 _IPV6_GROUP_SPLIT = re.compile(r"[:.]")

@@ -58,16 +58,11 @@ _CHART = re.compile(r'<svg class="chart"[^>]*?data-widget="(\d+)" data-series="(
 
 def colours_near(image: Image, box: Box, colours: set[tuple[int, int, int]], tolerance: int = 16) -> int:
     """Pixels inside `box` within `tolerance` of one of `colours` on every channel."""
-    found = 0
-    for y in range(box.top, box.bottom):
-        row = image.rows[y]
-        for x in range(box.left, box.right):
-            pixel = row[x * image.channels : x * image.channels + 3]
-            if any(
-                max(abs(a - b) for a, b in zip(pixel, colour, strict=True)) <= tolerance for colour in colours
-            ):
-                found += 1
-    return found
+    return sum(
+        count
+        for pixel, count in image.colour_counts(box.left, box.top, box.right, box.bottom).items()
+        if any(max(abs(a - b) for a, b in zip(pixel, colour, strict=True)) <= tolerance for colour in colours)
+    )
 
 
 def rgb(colour: str) -> tuple[int, int, int]:

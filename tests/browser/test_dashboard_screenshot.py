@@ -102,13 +102,7 @@ def hex_rgb(colour: str) -> tuple[int, int, int]:
 
 
 def colours_in(image: Image, box: Box) -> Counter[tuple[int, int, int]]:
-    counts: Counter[tuple[int, int, int]] = Counter()
-    start, stop = box.left * image.channels, box.right * image.channels
-    step = image.channels
-    for y in range(box.top, box.bottom):
-        row = image.rows[y][start:stop]
-        counts.update(zip(row[0::step], row[1::step], row[2::step], strict=True))
-    return counts
+    return image.colour_counts(box.left, box.top, box.right, box.bottom)
 
 
 def near(counts: Counter[tuple[int, int, int]], colour: str, tolerance: int = 16) -> int:

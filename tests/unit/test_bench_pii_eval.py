@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.pii_eval import DEFAULT_OUT, MIN_RECALL, Case, evaluate, failures, load_cases, main, render
-from pipeline.pii import EntityType, PiiEntity
+from bench.pii_eval import (
+    BLIND_DIR,
+    BLIND_SECTION,
+    DEFAULT_OUT,
+    MIN_RECALL,
+    Case,
+    evaluate,
+    failures,
+    load_cases,
+    main,
+    render,
+    source,
+)
+from bench.sections import replace_section
+from pipeline.pii import EntityType, OfflineDetector, PiiEntity
 
 PHONE, SSN = str(EntityType.PHONE), str(EntityType.SSN)
 
@@ -56,3 +69,19 @@ def test_docs_pii_md_is_current_and_every_target_is_met() -> None:
     """Fails when the detector or the test set changed without `python -m bench.pii_eval`."""
     assert Path(__file__).resolve().parents[2] / "docs" / "PII.md" == DEFAULT_OUT
     assert main(["--check"]) == 0
+
+
+def test_values_of_other_types_listed_under_also_count_for_their_type() -> None:
+    case = Case(PHONE, "mixed", "call 020 7946 0958, SSN 123-45-6789", ("020 7946 0958",), ((SSN, "123-45-6789"),))
+    detector = _Canned({case.text: [PiiEntity(PHONE, 5, 18), PiiEntity(SSN, 24, 35)]})
+    scores = evaluate([case], detector)
+    assert (scores[PHONE].true_positives, scores[SSN].expected, scores[SSN].true_positives) == (1, 1, 1)
+    assert scores[PHONE].negatives == scores[SSN].false_positives == 0
+
+
+def test_docs_pii_md_reports_todays_blind_set_scores() -> None:
+    """Fails when the detector changed without `python -m bench.pii_eval --cases tests/unit/pii_blind --section pii-blind-set`."""
+    current = DEFAULT_OUT.read_text(encoding="utf-8")
+    cases = load_cases(BLIND_DIR)
+    body = render(evaluate(cases, OfflineDetector()), len(cases), source(BLIND_DIR, BLIND_SECTION))
+    assert replace_section(current, BLIND_SECTION, body) == current

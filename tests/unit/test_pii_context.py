@@ -11,7 +11,7 @@ def test_identifiers_are_split_into_words() -> None:
     assert words("customer_SSN") == ["customer", "ssn"]
     assert words("phoneNumber") == ["phone", "number"]
     assert words("Social Security No.") == ["social", "security", "no"]
-    assert words("Móvil / Téléphone") == ["móvil", "téléphone"]  # other scripts' words stay whole
+    assert words("Móvil / Téléphone") == ["movil", "telephone"]  # other scripts' words whole, accents folded
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,17 @@ def test_identifiers_are_split_into_words() -> None:
         ("hotel ", Topic.PHONE, False),  # a word containing "tel" is not the word "tel"
         ("IBAN: ", Topic.IBAN, True),
         ("Order ", Topic.SSN, False),
+        ("Tél. : ", Topic.PHONE, True),  # accents folded: "Tél." is "tel", "Teléfono" is "telefono"
+        ("Teléfono ", Topic.PHONE, True),
+        ("Τηλέφωνο ", Topic.PHONE, True),
+        ("Festnetz ", Topic.PHONE, True),
+        ("call_id", Topic.PHONE, False),  # the id of a call, not a number to call
+        ('"contact_id": "', Topic.PHONE, False),
+        ("Call reference ", Topic.PHONE, False),
+        ("Call reference ", Topic.REFERENCE, True),
+        ("Part no. ", Topic.REFERENCE, True),
+        ("order_id", Topic.REFERENCE, True),
+        ("my ssn is ", Topic.REFERENCE, False),
         ("My Japanese number is ", Topic.PHONE, True),  # "my ... number": one word between at most
         ("my number: ", Topic.PHONE, True),
         ("order number ", Topic.PHONE, False),
