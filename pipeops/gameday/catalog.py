@@ -7,12 +7,10 @@ stack's resources).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
 
+from pipeops.faults import FAULTS, FaultTarget, NamedFault, clear, inject
 from pipeops.gameday.model import FaultSpec
 from stack.resources import StackResources
 
@@ -22,25 +20,9 @@ from stack.resources import StackResources
 SHORT_FAULTS: tuple[str, ...] = ("router-crash-after-start", "poison-messages", "counter-negative", "status-events-duplicated")
 
 
-class CatalogMissing(LookupError):
-    """pipeops.faults is not there: no fault can be injected."""
-
-
-def faults_module() -> ModuleType:
-    try:
-        return importlib.import_module("pipeops.faults")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("pipeops.faults",):
-            raise
-        raise CatalogMissing("the fault catalog (pipeops.faults) is not installed") from None
-
-
-def catalog() -> Mapping[str, Any]:
-    """name -> fault, in the catalog's order (empty when there is no catalog yet)."""
-    try:
-        return dict(faults_module().FAULTS)
-    except CatalogMissing:
-        return {}
+def catalog() -> Mapping[str, NamedFault]:
+    """name -> fault, in the catalog's order."""
+    return dict(FAULTS)
 
 
 def chosen(names: Sequence[str] | None, *, short: bool) -> list[FaultSpec]:
@@ -53,7 +35,7 @@ def chosen(names: Sequence[str] | None, *, short: bool) -> list[FaultSpec]:
             raise KeyError(f"no fault named {', '.join(unknown)}: known: {', '.join(faults) or 'none'}")
         picked = list(names)
     elif short:
-        picked = [name for name in SHORT_FAULTS if name in faults]
+        picked = list(SHORT_FAULTS)
     else:
         picked = list(faults)
     return [FaultSpec.of(faults[name]) for name in picked]
@@ -66,12 +48,11 @@ class CatalogDriver:
     endpoint_url: str
     resources: StackResources
 
-    def _target(self) -> Any:
-        module = faults_module()
-        return module.FaultTarget(self.endpoint_url, self.resources)
+    def _target(self) -> FaultTarget:
+        return FaultTarget(self.endpoint_url, self.resources)
 
     def inject(self, name: str) -> None:
-        faults_module().inject(self._target(), name)
+        inject(self._target(), name)
 
     def clear(self, name: str) -> None:
-        faults_module().clear(self._target(), name)
+        clear(self._target(), name)
