@@ -20,6 +20,7 @@ from pipeops.commands import (
     demo,
     doctor,
     failures,
+    gameday,
     jobs,
     metrics,
     reconcile,
@@ -101,6 +102,7 @@ def _dashboard() -> None:
 
 app.command("version")(version.show_version)
 app.command("demo")(demo.demo)
+app.command("gameday")(gameday.gameday)
 sandbox_app.command("up")(sandbox.sandbox_up)
 fault_app.command("inject")(sandbox.fault_inject)
 fault_app.command("clear")(sandbox.fault_clear)

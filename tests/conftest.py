@@ -443,12 +443,9 @@ def alarm_states(sandbox: Any) -> dict[str, str]:
 def subscribe_a_queue(sandbox: Any, topic: str = "AlarmTopic") -> str:
     """An SQS queue subscribed to one of the stack's alarm topics, as a pager would be (moto
     confirms an SQS subscription at once); its URL."""
-    sqs, sns = sandbox.client("sqs"), sandbox.client("sns")
-    url = sqs.create_queue(QueueName=f"{topic}-inbox")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    topic_arn = sandbox.deployment.resources[topic]
-    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "false"})
-    return url
+    from pipeops.gameday.inbox import subscribe_a_queue as subscribe
+
+    return subscribe(sandbox.client, sandbox.deployment.resources[topic], f"{topic}-inbox")
 
 
 # -- toy functions for the sandbox's own tests (tests/sandbox/toy_handlers) ------------------

@@ -1,0 +1,100 @@
+"""The game day's pure core: verdicts and invariants from plain observations, no AWS."""
+
+from __future__ import annotations
+
+from pipeops.gameday import invariants
+from pipeops.gameday.model import AlarmChange, FaultObservation, FaultSpec, GameDayResult, Point, alarm_id
+from pipeops.gameday.verdict import false_alarms, game_day_problems, judge
+
+SPEC = FaultSpec("count-negative", "active_count set below its holders", ("CounterBelowRunning",), None)
+
+
+def observed(**changes: object) -> FaultObservation:
+    base = FaultObservation(
+        fault=SPEC,
+        started_at=10.0,
+        injected_at=11.0,
+        changes=(AlarmChange("CounterBelowRunning", "OK", "ALARM", 13.0, 2600.0), AlarmChange("CounterBelowRunning", "ALARM", "OK", 15.0, 3000.0)),
+        notified=("CounterBelowRunning",),
+        paged=True,
+        cleared_at=13.5,
+        ok_at=15.5,
+    )
+    for name, value in changes.items():
+        setattr(base, name, value)
+    return base
+
+
+def test_a_fault_detected_notified_and_repaired_passes_with_both_times() -> None:
+    verdict = judge(observed(), time_scale=0.005)
+    assert verdict.passed and verdict.alarm == "CounterBelowRunning"
+    assert (verdict.detect_real, verdict.detect_virtual) == (2.0, 400.0)
+    assert (verdict.repair_real, verdict.repair_virtual) == (2.0, 400.0)
+    assert verdict.remedy == "reconciler" and verdict.notified
+
+
+def test_undetected_is_a_failure_naming_the_disabled_alarm() -> None:
+    verdict = judge(observed(changes=(), disabled=("CounterBelowRunning",)), 0.005)
+    assert not verdict.passed
+    assert any("undetected" in p and "disabled: CounterBelowRunning" in p for p in verdict.problems)
+
+
+def test_an_alarm_that_fired_before_the_injection_does_not_count_as_detection() -> None:
+    early = (AlarmChange("CounterBelowRunning", "OK", "ALARM", 10.5, 2100.0),)
+    assert judge(observed(changes=early), 0.005).alarm is None
+
+
+def test_an_unexpected_alarm_is_no_detection_and_a_missing_notification_fails() -> None:
+    other = (AlarmChange("DlqNotEmpty", "OK", "ALARM", 12.0, 2400.0),)
+    assert "undetected" in judge(observed(changes=other), 0.005).problems[0]
+    silent = judge(observed(notified=()), 0.005)
+    assert not silent.passed and "never reached the alarm state topic" in silent.problems[0]
+
+
+def test_not_back_to_ok_and_broken_invariants_fail() -> None:
+    verdict = judge(observed(ok_at=None, violations=("file never reached a terminal outcome: a/b.txt",)), 0.005)
+    assert verdict.repair_real is None and not verdict.invariants_held
+    assert {p.split(":")[0] for p in verdict.problems} == {"not every alarm returned to OK", "invariant"}
+
+
+def test_false_alarms_are_the_alarm_transitions_of_the_healthy_window_and_fail_the_day() -> None:
+    changes = [AlarmChange("RouterErrors", "OK", "ALARM", 5.0, 1000.0, "3 of 5"), AlarmChange("X", "OK", "ALARM", 30.0, 6000.0)]
+    false = false_alarms(changes, 0.0, 20.0)
+    assert [c.alarm for c in false] == ["RouterErrors"]
+    problems = game_day_problems([judge(observed(changes=()), 0.005)], false)
+    assert problems[0].startswith("false alarm in the healthy phase: RouterErrors")
+    assert problems[1].startswith("count-negative: undetected")
+
+
+def test_invariant_checks() -> None:
+    assert invariants.lost_files({"a": "redacted", "b": ""}) == ["file never reached a terminal outcome: b"]
+    runs = [
+        invariants.RunView("j", "1", "COMPLETE", ("j/a",), "n1"),
+        invariants.RunView("j", "2", "FAILED", ("j/a",), "n2"),
+        invariants.RunView("k", "1", "COMPLETE", ("k/a",), "n3"),
+        invariants.RunView("k", "2", "IN_PROGRESS", ("k/a",), "n4"),
+    ]
+    assert invariants.runs_started_twice(runs) == ["k/a processed by 2 runs: k@1, k@2"]
+    assert invariants.counter_agrees(1, ["n"], {"n"}) == []
+    assert invariants.counter_agrees(2, ["n"], {"n"}) and invariants.counter_agrees(1, ["n"], set())
+    samples = [invariants.Sample(2, 2, frozenset({"a", "b", "hand"})), invariants.Sample(1, 1, frozenset({"a"}))]
+    assert invariants.never_above_max(samples, 2, {"hand"}) == []
+    assert invariants.never_above_max(samples, 1, set())[0].startswith("running executions peaked at 3")
+    assert invariants.alarms_back_to_ok({"A": "OK", "B": "ALARM", "C": "INSUFFICIENT_DATA"}) == ["alarm B still ALARM"]
+    assert invariants.repairs_audited("dlq-messages", 2, 0) and not invariants.repairs_audited(None, 0, 0)
+
+
+def test_alarm_ids_and_a_result_round_trips_through_json() -> None:
+    assert alarm_id("pipeops-CounterDrift") == alarm_id("CounterDriftAlarm") == "CounterDrift"
+    observation = observed(series={"CounterBelowRunning": (Point(12.0, -2.0),)})
+    result = GameDayResult(0.005, True, [observation], [judge(observation, 0.005)], [], 8.0, 30.0, 3, ["note"])
+    again = GameDayResult.from_dict(result.to_dict())
+    assert again.to_dict() == result.to_dict() and again.passed
+
+
+def test_a_fault_the_pipeline_absorbs_passes_only_if_no_alarm_fires() -> None:
+    absorbed = FaultSpec("status-events-duplicated", "every status event twice", (), None)
+    quiet = judge(observed(fault=absorbed, changes=(), notified=()), 0.005)
+    assert quiet.passed and quiet.absorbed and quiet.alarm is None
+    noisy = judge(observed(fault=absorbed, notified=()), 0.005)
+    assert noisy.problems == ("absorbed by design, yet CounterBelowRunning went to ALARM",)
