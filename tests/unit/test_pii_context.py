@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import unicodedata
+
 import pytest
 
-from pipeline.pii.context import ContextIndex, Topic, mentions, words
+from pipeline.pii.context import ContextIndex, Topic, _last_digit_end, fold, mentions, words
 
 
 def test_identifiers_are_split_into_words() -> None:
@@ -86,3 +89,26 @@ def test_outside_a_table_there_is_no_column_header() -> None:
 def test_the_cheap_first_test_never_hides_a_label_and_finds_none_here(text: str) -> None:
     assert not _labelled(text, "4155552671", Topic.PHONE)
     assert _labelled("Tel.: 4155552671", "4155552671", Topic.PHONE)
+
+
+def _fold_reference(text: str) -> str:
+    """NFKD of the whole lower-cased text, combining marks dropped: what fold() must equal."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def test_fold_by_character_table_equals_decomposing_the_whole_text() -> None:
+    # Accents precomposed and combining (out of canonical order too), Hangul, ligatures, full width.
+    samples = ["Tél. Teléfono", "Mu\u0308ller", "a\u0323\u0301b", "a\u0301\u0323b", "전화 \ufb01le \uff34\uff25\uff2c", "ΤΗΛΈΦΩΝΟ", "İstanbul"]
+    rng = random.Random(25)
+    pool = [chr(cp) for cp in (*range(0x20, 0x7F), *range(0xC0, 0x250), *range(0x300, 0x370), *range(0xAC00, 0xAC40))]
+    samples += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 24))) for _ in range(2000)]
+    for sample in samples:
+        assert fold(sample) == _fold_reference(sample), sample
+
+
+@pytest.mark.parametrize(
+    ("label", "expected"), [("call 0800 or ", 9), ("no digits here", 0), ("7", 1), ("a1b2c ", 4), ("٣ Arabic-Indic", 0)]
+)
+def test_a_label_starts_after_the_last_ascii_digit(label: str, expected: int) -> None:
+    assert _last_digit_end(label) == expected
