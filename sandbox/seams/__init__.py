@@ -21,6 +21,7 @@ Installed by every sandbox (`install()` below), in this order:
   template_json          BEHAVIOUR  a JSON template body read as JSON, not as YAML 1.1
   dynamodb_transactions  SPEED      a transaction backs up its items, not its tables
   dynamodb_atomic        BEHAVIOUR  item writes atomic across threads
+  sqs_receive_atomic     BEHAVIOUR  a receive atomic across threads (no message handed out twice)
   asl_parse_once         SPEED      a definition parsed once, not at every start
   execution_status       BEHAVIOUR  an execution that exists is RUNNING
   jsonpath_once          SPEED      a JSONPath parsed once
@@ -47,6 +48,7 @@ from sandbox.seams import (
     dynamodb_transactions,
     execution_status,
     jsonpath_once,
+    sqs_receive_atomic,
     template_json,
 )
 from sandbox.seams.patching import CountedPatches, Patch
@@ -57,6 +59,7 @@ ALWAYS_ON = (
     template_json,
     dynamodb_transactions,
     dynamodb_atomic,
+    sqs_receive_atomic,
     asl_parse_once,
     execution_status,
     jsonpath_once,
