@@ -298,8 +298,8 @@ _CATALOG = (
     ),
     NamedFault(
         "status-events-paused",
-        "Execution status events held (a tracker outage), delivered when the fault ends.",
-        (),
+        "Execution status events held (a tracker outage), delivered when the fault ends: slots stay held, the pipeline stalls.",
+        ("SlotsFullIdle", "CounterDrift"),
         None,
         600.0,
         specs=_one(EventFault, source=STATES, effect="hold"),
