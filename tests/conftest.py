@@ -15,7 +15,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -416,6 +416,26 @@ def held_off(sandbox: Any) -> Any:
     """The scheduled reconciler held off, so that a test sees the condition it induced."""
     sandbox.client("events").disable_rule(Name=sandbox.deployment.resources["ReconcilerFunctionSchedule"])
     return sandbox
+
+
+def an_overdue_run_whose_message_was_lost(sandbox: Any, monkeypatch: pytest.MonkeyPatch, grace: float) -> None:
+    """One file uploaded whose run is written and its message lost (ingest's send dropped), then
+    waited on until the run is `grace` seconds past its announce deadline: what backlog-stalled
+    repairs. A grace, not 0: announced again, the run's deadline restarts, and the pass that
+    verifies must not find it overdue at once."""
+    from pipeline.jobs import parse_timestamp
+    from pipeline.queue import JobQueue
+
+    lost: list[Any] = []
+    real_send = JobQueue.send
+    monkeypatch.setattr(JobQueue, "send", lambda self, message, delay=0: lost.append(message) or "lost")
+    put(sandbox, "unheard.txt")
+    wait_for(lambda: len(runs(sandbox)) == 1 and len(lost) == 1)
+    assert sandbox.wait_until_idle(60)
+    monkeypatch.setattr(JobQueue, "send", real_send)
+    [run] = runs(sandbox)
+    overdue = parse_timestamp(run.announce_deadline) + timedelta(seconds=grace)
+    wait_for(lambda: datetime.now(UTC) > overdue, timeout=60)
 
 
 def edit_count(sandbox: Any, count: int) -> None:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.audit import AuditStream, audit_prefix
 from pipeline.stores.claims import ClaimsStore
@@ -21,7 +19,7 @@ from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from runbooks.automation.engine import run_runbook
 from runbooks.automation.result import RunbookResult, Verdict
 from stack.resources import StackResources
-from tests.conftest import edit_count, held_off, wait_for
+from tests.conftest import an_overdue_run_whose_message_was_lost, edit_count, held_off
 
 pytestmark = pytest.mark.slow
 LONG_AGO = "2026-01-01T00:00:00.000000Z"
@@ -105,22 +103,9 @@ def test_implausible_drift_releases_only_named_holders(make_sandbox: Any) -> Non
 
 
 def test_backlog_stalled_announces_again_a_run_whose_message_was_lost(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.queue import JobQueue
-
     sandbox = held_off(make_sandbox(CapacityRetrySeconds="1"))  # a 4 s announcement lease
-    lost: list[Any] = []
-    real_send = JobQueue.send
-    monkeypatch.setattr(JobQueue, "send", lambda self, message, delay=0: lost.append(message) or "lost")
-    put(sandbox, "unheard.txt")
-    wait_for(lambda: len(runs(sandbox)) == 1 and len(lost) == 1)
-    assert sandbox.wait_until_idle(60)
-    monkeypatch.setattr(JobQueue, "send", real_send)
-    [run] = runs(sandbox)
-    # A grace, not 0: announced again, the run's deadline restarts now, and the fresh pass that
-    # verifies must not find it overdue at once.
     grace = 3
-    overdue = parse_timestamp(run.announce_deadline) + timedelta(seconds=grace)
-    wait_for(lambda: datetime.now(UTC) > overdue, timeout=60)
+    an_overdue_run_whose_message_was_lost(sandbox, monkeypatch, grace)
 
     applied = dry_then_applied_then_nothing(sandbox, "backlog-stalled", lambda: runs(sandbox), grace_seconds=grace)
     assert [a.kind for a in applied.plan] == ["reannounce_run"]

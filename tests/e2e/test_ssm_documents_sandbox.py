@@ -18,18 +18,26 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from alarms.automation import document_id
-from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
 from runbooks.automation.engine import ACTING_RUNBOOKS
 from runbooks.catalog import Runbook
-from tests.conftest import depth, edit_count, held_off, job_message, put, runs, send, wait_for
+from tests.conftest import (
+    an_overdue_run_whose_message_was_lost,
+    depth,
+    edit_count,
+    held_off,
+    job_message,
+    put,
+    runs,
+    send,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 LONG_AGO = "2026-01-01T00:00:00.000000Z"
@@ -192,8 +200,6 @@ def test_the_redrive_documents_act_on_the_groups_named_and_replay_events(make_sa
 def test_the_reconciler_documents_repair_and_implausible_drift_needs_named_holders(
     make_sandbox: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.queue import JobQueue
-
     sandbox = held_off(make_sandbox(MaxConcurrentWorkflows="2", CapacityRetrySeconds="1"))
     edit_count(sandbox, 2)
     dry_then_applied(sandbox, Runbook.COUNTER_DRIFT, lambda: semaphore(sandbox).read().active_count)
@@ -212,17 +218,8 @@ def test_the_reconciler_documents_repair_and_implausible_drift_needs_named_holde
     dry_then_applied(sandbox, Runbook.IMPLAUSIBLE_DRIFT, lambda: semaphore(sandbox).read().holders, Holders=["ghost-a", "ghost-b"])
     assert semaphore(sandbox).read().holders == {}
 
-    lost: list[Any] = []
-    real_send = JobQueue.send
-    monkeypatch.setattr(JobQueue, "send", lambda self, message, delay=0: lost.append(message) or "lost")
-    put(sandbox, "unheard.txt")  # its run is written, its message lost
-    wait_for(lambda: len(runs(sandbox)) == 1 and len(lost) == 1)
-    assert sandbox.wait_until_idle(60)
-    monkeypatch.setattr(JobQueue, "send", real_send)
-    [run] = runs(sandbox)
     grace = 3
-    overdue = parse_timestamp(run.announce_deadline) + timedelta(seconds=grace)
-    wait_for(lambda: datetime.now(UTC) > overdue, timeout=60)
+    an_overdue_run_whose_message_was_lost(sandbox, monkeypatch, grace)
     dry_then_applied(sandbox, Runbook.BACKLOG_STALLED, lambda: runs(sandbox), GraceSeconds=str(grace))
     assert sandbox.wait_until_idle(120)
     assert [r.status for r in runs(sandbox)] == [JobStatus.COMPLETE]
