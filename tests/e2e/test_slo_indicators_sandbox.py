@@ -55,6 +55,12 @@ def reconciler_pass(sandbox: Any) -> dict[str, int]:
     return indicators
 
 
+def files_with(sandbox: Any, key: str) -> tuple[str, ...]:
+    """The files of the newest run holding `key` (none yet: empty)."""
+    run = run_of(sandbox, key)
+    return run.files if run is not None else ()
+
+
 def remove_from_its_run(sandbox: Any, key: str) -> None:
     """What an operator's hand edit does: the file leaves its run's record; its claim stays."""
     run = run_of(sandbox, key)
@@ -81,7 +87,7 @@ def test_on_time_overdue_once_and_lost_until_uploaded_again(make_sandbox: Any, m
     monkeypatch.setattr(JobQueue, "send", lambda self, message, delay=0: lost_messages.append(message) or "lost")
     for key in ("stalled.txt", "lost/a.txt", "lost/b.txt"):
         put(sandbox, key)
-    wait_for(lambda: run_of(sandbox, "stalled.txt") is not None and len(run_of(sandbox, "lost/a.txt").files) == 2)  # type: ignore[union-attr]
+    wait_for(lambda: run_of(sandbox, "stalled.txt") is not None and len(files_with(sandbox, "lost/a.txt")) == 2)
     assert sandbox.wait_until_idle(60)
     monkeypatch.setattr(JobQueue, "send", real_send)
     remove_from_its_run(sandbox, "lost/a.txt")
@@ -97,7 +103,7 @@ def test_on_time_overdue_once_and_lost_until_uploaded_again(make_sandbox: Any, m
 
     # Uploaded again, the file is back in a run (its job's pending one): nothing is lost.
     put(sandbox, "lost/a.txt")
-    wait_for(lambda: "lost/a.txt" in (run_of(sandbox, "lost/b.txt").files))  # type: ignore[union-attr]
+    wait_for(lambda: "lost/a.txt" in files_with(sandbox, "lost/b.txt"))
     assert reconciler_pass(sandbox)["lost_files"] == 0
 
     # The stalled runs are announced again and end, late: counted overdue already, nothing more.
