@@ -1,4 +1,5 @@
-"""The "files done on time" indicators: on time, late, overdue; each file counted once.
+"""The "files done on time" indicators: on time, late, overdue; each file counted once
+(docs/ARCHITECTURE.md#on-time-indicators).
 
 A file's clock starts when its run was queued (`queued_at`): ingest writes it in the transaction
 that accepts the run's first file, the earliest moment the pipeline knows of any of its files (a

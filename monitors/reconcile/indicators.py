@@ -40,8 +40,8 @@ MAX_CLAIMS_READ = 500
 
 def overdue_runs(active: Iterable[ActiveRun], now: datetime, deadline: timedelta, limit: int = MAX_OVERDUE_MARKS) -> list[ActiveRun]:
     """Active runs past their deadline whose files were not counted yet, oldest first. Pure."""
-    found = [run for run in active if not run.deadline_counted and is_overdue(run.queued_at or run.started_at, now, deadline)]
-    return sorted(found, key=lambda run: run.queued_at or run.started_at)[:limit]
+    found = [run for run in active if not run.deadline_counted and is_overdue(run.queued_at, now, deadline)]
+    return sorted(found, key=lambda run: run.queued_at)[:limit]
 
 
 @dataclass(frozen=True)
