@@ -141,3 +141,16 @@ def test_a_dry_run_reports_lost_files_but_settles_nothing() -> None:
     assert tracking.transition(run, JobStatus.COMPLETE, NOW) is not None
     assert measure([], tracking, claims, NOW, DEADLINE, count=False).settled == 0
     assert measure([], tracking, claims, NOW, DEADLINE, count=True).settled == 1
+
+
+def test_a_failing_read_of_the_claims_reports_no_lost_files_and_keeps_the_overdue_count() -> None:
+    """An index that cannot be queried yet (being built after a stack update) must not lose the
+    overdue marks already made: they are never made again, so they are emitted from this pass."""
+    tracking, _, _ = stores_with_run(("job/a.txt",), queued_minutes_ago=20)
+
+    def index_not_ready(label: str) -> None:
+        if label == "claims.unsettled_claims":
+            raise RuntimeError("index is being created")
+
+    found = measure(observed(tracking), tracking, MemoryClaims(tracking, hook=index_not_ready), NOW, DEADLINE, count=True)
+    assert (found.overdue_files, found.lost_files, found.errors) == (1, None, ("lost: RuntimeError",))
