@@ -316,6 +316,25 @@ def test_a_metric_never_published_in_the_range_empties_the_sums_it_is_filled_int
     assert verdict.state is AlarmState.OK and verdict.datapoints[0].value is None
 
 
+def test_summing_an_array_sees_failures_when_only_late_files_are_published() -> None:
+    """SUM over an array adds the members that have a value: the shape for indicators published
+    only when they count something (a run's files on time *or* late, overdue only when any)."""
+    robust = [
+        *burn_alarm()["Metrics"][:3],
+        {"Id": "bad", "Expression": "SUM([FILL(late, 0), FILL(overdue, 0)])", "ReturnData": False},
+        {"Id": "total", "Expression": "SUM([FILL(good, 0), bad])", "ReturnData": False},
+        {"Id": "burn", "Expression": "IF(total >= 10, bad / total, 0)", "ReturnData": True},
+    ]
+    rule = AlarmRule.from_put_metric_alarm(burn_alarm() | {"Metrics": robust})
+    minutes = range(1, 40)
+    only_late = {"late": [Sample(NOW - timedelta(minutes=k), 1.0) for k in minutes]}
+    assert evaluate_math_samples(rule, only_late, NOW).state is AlarmState.ALARM
+    only_good = {"good": [Sample(NOW - timedelta(minutes=k), 1.0) for k in minutes]}
+    assert evaluate_math_samples(rule, only_good, NOW).state is AlarmState.OK
+    one_late = {"late": [Sample(NOW - timedelta(minutes=3), 1.0)]}
+    assert evaluate_math_samples(rule, one_late, NOW).state is AlarmState.OK  # the guard
+
+
 def test_the_sliding_hour_fires_minutes_after_failures_start_not_at_the_top_of_the_hour() -> None:
     """A file every 30 s from 11:00, all late from 11:20: the sliding hour's bad share reaches
     14.4% 4 minutes later (8 late of 48), long before the clock hour ends at 12:00."""
