@@ -360,3 +360,27 @@ def test_a_single_metric_alarm_is_not_evaluated_as_metric_math() -> None:
     single = AlarmRule("x", "Sum", 60, 1, 1, 1.0, "GreaterThanThreshold")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not a metric-math alarm"):
         evaluate_math(single, {}, NOW)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 5)), min_size=1, max_size=3),
+    st.integers(0, 59),
+)
+def test_the_burn_shape_is_the_bad_share_of_the_sliding_hour_above_the_guard(
+    minutes: list[tuple[int, int, int]], second: int
+) -> None:
+    """Per-minute counts (on time, late, overdue) in the minutes before ``now``: the returned
+    datapoint is bad / total of the hour ending at now's minute, 0 below ten files."""
+    now = NOW.replace(second=second)
+    samples: dict[str, list[Sample]] = {"good": [], "late": [], "overdue": []}
+    for k, counts in enumerate(minutes, start=1):
+        moment = NOW.replace(second=0) - timedelta(minutes=k) + timedelta(seconds=7)
+        for query_id, count in zip(("good", "late", "overdue"), counts, strict=True):
+            samples[query_id].append(Sample(moment, float(count)))
+    good, late, overdue = (sum(c[i] for c in minutes) for i in range(3))
+    total, bad = good + late + overdue, late + overdue
+    verdict = evaluate_math_samples(HOUR_ALARM, samples, now)
+    assert verdict.datapoints[0].timestamp == NOW.replace(second=0) - timedelta(hours=1)
+    assert verdict.datapoints[0].value == pytest.approx(bad / total if total >= 10 else 0.0)
+    assert (verdict.state is AlarmState.ALARM) == (total >= 10 and bad / total >= 0.144)
