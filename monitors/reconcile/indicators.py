@@ -16,6 +16,10 @@ tracker), so the reconciler counts it on its schedule (pipeline/deadline.py has 
   in flight past the deadline and the lost ones, never the table. A lost file's claim stays
   unsettled until the file is uploaded again (a new claim, younger than the deadline).
 
+With ReconcileApply=false nothing is settled either (a report-only pass writes nothing): the
+oldest `MAX_CLAIMS_READ` claims past the deadline are read every pass, and lost files beyond
+them go unseen until an applying pass settles the rest.
+
 The findings are pure functions of plain data (`overdue_runs`, `claim_state`); `measure` is the
 shell that reads and marks.
 """
