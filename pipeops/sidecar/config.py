@@ -26,8 +26,8 @@ account and region when the template is deployed (`AwsRef.arn_expression`); an A
     [workflow]
     state_machines = ["document-workflow"]  # whose RUNNING executions the counter counts
 
-    [alarms]                                # optional
-    functions = ["queue-sender", "queue-processor"]
+    [alarms]                                # optional; with its timeout, a function's duration too
+    functions = ["queue-sender", { name = "queue-processor", timeout = 900 }]
 
     [tracking]                              # optional
     table = "document-tracking"
@@ -125,13 +125,21 @@ class Tracking:
 
 
 @dataclass(frozen=True)
+class WatchedFunction:
+    """A function to alarm on: errors and throttles; with its timeout, also its p99 duration near it."""
+
+    ref: AwsRef
+    timeout_seconds: int | None = None
+
+
+@dataclass(frozen=True)
 class SidecarConfig:
     name: str
     main_queue: AwsRef
     dead_letter_queues: tuple[AwsRef, ...]
     counter: Counter
     state_machines: tuple[AwsRef, ...]
-    functions: tuple[AwsRef, ...]
+    functions: tuple[WatchedFunction, ...]
     tracking: Tracking | None
 
 
@@ -282,6 +290,35 @@ def _counter(reader: _Reader, data: Mapping[str, Any]) -> Counter | None:
     return None
 
 
+def _function(reader: _Reader, value: Any, path: str) -> WatchedFunction | None:
+    if not isinstance(value, dict):
+        ref = reader.ref(value, path, Kind.FUNCTION)
+        return WatchedFunction(ref) if ref else None
+    reader.unknown(value, f"{path}.", {"name", "timeout"})
+    ref = reader.ref(value.get("name", _MISSING), f"{path}.name", Kind.FUNCTION)
+    timeout = value.get("timeout")
+    if timeout is not None and not (type(timeout) is int and 1 <= timeout <= 900):
+        reader.problem(f"{path}.timeout", timeout, "the function's timeout in seconds, 1 to 900", "timeout = 60")
+        return None
+    return WatchedFunction(ref, timeout) if ref else None
+
+
+def _functions(reader: _Reader, section: Mapping[str, Any]) -> tuple[WatchedFunction, ...]:
+    value = section.get("functions", _MISSING)
+    if value is _MISSING:
+        return ()
+    if not isinstance(value, list):
+        example = 'functions = ["queue-sender", { name = "queue-processor", timeout = 900 }]'
+        reader.problem("alarms.functions", value, "an array of function names or ARNs, or { name, timeout } tables", example)
+        return ()
+    found = [_function(reader, item, f"alarms.functions[{index}]") for index, item in enumerate(value)]
+    watched = tuple(function for function in found if function is not None)
+    names = [function.ref.name for function in watched]
+    if len(set(names)) != len(names):
+        reader.problem("alarms.functions", value, "each function named once", 'functions = ["queue-sender"]')
+    return watched
+
+
 def _tracking(reader: _Reader, data: Mapping[str, Any]) -> Tracking | None:
     tracking = reader.table(data, "", "tracking", optional=True)
     if tracking is None:
@@ -315,7 +352,7 @@ def parse(data: Mapping[str, Any]) -> SidecarConfig:
     )
     counter = _counter(reader, data)
     machines = _section(reader, data, "workflow", {"state_machines"}, lambda section: reader.refs(section, "workflow.", "state_machines", Kind.STATE_MACHINE))
-    functions = _section(reader, data, "alarms", {"functions"}, lambda section: reader.refs(section, "alarms.", "functions", Kind.FUNCTION, optional=True), optional=True)
+    functions = _section(reader, data, "alarms", {"functions"}, lambda section: _functions(reader, section), optional=True)
     tracking = _tracking(reader, data)
     if reader.problems or queues is None or queues[0] is None or counter is None or not machines:
         if not reader.problems:  # pragma: no cover - every None above recorded its problem

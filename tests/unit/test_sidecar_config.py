@@ -18,6 +18,7 @@ from pipeops.sidecar.config import (
     MaxFromFunction,
     SidecarConfig,
     Tracking,
+    WatchedFunction,
     loads,
     parse,
 )
@@ -37,7 +38,7 @@ VALID: dict[str, Any] = {
         "max": 5,
     },
     "workflow": {"state_machines": ["doc-workflow"]},
-    "alarms": {"functions": ["sender", "processor"]},
+    "alarms": {"functions": ["sender", {"name": "processor", "timeout": 60}]},
     "tracking": {"table": "tracking", "status_attribute": "status"},
 }
 
@@ -76,7 +77,7 @@ def test_a_complete_description_parses_into_typed_frozen_data() -> None:
     )
     assert config.counter.holders is False and config.counter.max == FixedMax(5)
     assert config.state_machines == (AwsRef(Kind.STATE_MACHINE, "doc-workflow"),)
-    assert [ref.name for ref in config.functions] == ["sender", "processor"]
+    assert config.functions == (WatchedFunction(AwsRef(Kind.FUNCTION, "sender")), WatchedFunction(AwsRef(Kind.FUNCTION, "processor"), 60))
     assert config.tracking == Tracking(AwsRef(Kind.TABLE, "tracking"), "status")
     with pytest.raises(AttributeError):
         config.name = "x"  # type: ignore[misc]
@@ -106,7 +107,7 @@ def test_arns_are_kept_and_give_the_name() -> None:
     assert config.main_queue == AwsRef(Kind.QUEUE, "doc-queue", arns["queue.main"][0])
     assert config.counter.table.name == "concurrency"
     assert config.state_machines[0].name == "doc-workflow"
-    assert config.functions[0].name == "processor"
+    assert config.functions[0].ref.name == "processor"
     assert config.main_queue.arn_expression() == arns["queue.main"][0]
 
 
@@ -149,7 +150,11 @@ def test_the_max_may_be_read_from_a_functions_environment() -> None:
         ("counter.colour", "blue", "counter.colour"),
         ("workflow.state_machines", "wf one", "workflow.state_machines[0]"),
         ("workflow.state_machines", REMOVE, "workflow.state_machines"),
-        ("alarms.functions", [{"name": "x"}], "alarms.functions[0]"),
+        ("alarms.functions", [{}], "alarms.functions[0].name"),
+        ("alarms.functions", [{"name": "x", "timeout": 901}], "alarms.functions[0].timeout"),
+        ("alarms.functions", [3], "alarms.functions[0]"),
+        ("alarms.functions", ["a", {"name": "a"}], "alarms.functions"),
+        ("alarms.functions", "a", "alarms.functions"),
         ("tracking.status_attribute", REMOVE, "tracking.status_attribute"),
         ("tracking", "tracking-table", "tracking"),
         ("pipeline.name", "x" * 65, "pipeline.name"),
