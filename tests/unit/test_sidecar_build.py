@@ -19,11 +19,14 @@ from typer.testing import CliRunner
 
 from alarms.catalog import build_catalog
 from alarms.cloudformation import alarm_resource
+from dashboards.build import known_placeholder, operations_body, placeholders, resolve
+from dashboards.limits import problems
 from monitors.reconcile import sidecar as sidecar_handler
 from pipeline.stack import Function
 from pipeops.cli import app
 from pipeops.sidecar.build import SidecarBuildError, alarm_specs, build_template, render
 from pipeops.sidecar.config import loads, parse
+from pipeops.sidecar.dashboard import sections
 from sandbox.template import transform
 from stack.template import load_template
 from tests.unit.test_packaging import IMPORT_CHECK, NOT_RUNTIME
@@ -61,7 +64,7 @@ def test_it_declares_only_the_sidecars_own_resources(cfn: dict[str, Any]) -> Non
     """Nothing of the watched pipeline is declared (so nothing of it can be changed)."""
     kinds = {resource["Type"] for resource in cfn["Resources"].values()}
     assert kinds <= {
-        "AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::DynamoDB::Table", "AWS::Events::Rule",
+        "AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::CloudWatch::Dashboard", "AWS::DynamoDB::Table", "AWS::Events::Rule",
         "AWS::IAM::Role", "AWS::Lambda::EventInvokeConfig", "AWS::Lambda::Function", "AWS::Lambda::Permission",
         "AWS::Logs::LogGroup", "AWS::SNS::Subscription", "AWS::SNS::Topic",
     }  # fmt: skip
@@ -200,3 +203,18 @@ def test_a_wrong_field_fails_the_build_with_a_line_naming_it(tmp_path: Path) -> 
     error = json.loads(result.stdout)["data"]
     assert "counter.table: found 7 (an integer); expected a DynamoDB table name or ARN" in error["message"]
     assert not (tmp_path / "sidecar.yaml").exists()
+
+
+def test_the_operations_dashboard_draws_every_alarm_within_cloudwatchs_limits(sam: dict[str, Any]) -> None:
+    """Built by the stack's dashboard builder: every alarm on the chart of its metric, no placeholder
+    the template cannot resolve, and a body CloudWatch accepts once CloudFormation substitutes it."""
+    config = loads(EXAMPLE.read_text(encoding="utf-8"))
+    specs = alarm_specs(config)
+    body = operations_body(specs, sam, sections(config), drilldown=False)  # raises on an alarm no chart shows
+    names = {name: f"resolved-{name}" for name in placeholders(body)}
+    assert problems(resolve(body, names)) == []
+    assert all(known_placeholder(name, sam) for name in placeholders(body))
+    drawn = [a["label"] for w in body["widgets"] for a in w.get("properties", {}).get("annotations", {}).get("horizontal", [])]
+    assert any("CounterDrift" in label for label in drawn) and any("Dlq" in label for label in drawn)
+    text = sam["Resources"]["OperationsDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    assert "counter-pipeline-documents" in text and "run-drilldown" not in text
