@@ -107,7 +107,7 @@ def test_the_watched_resources_alarms_name_them_literally(sam: dict[str, Any]) -
     def dimensions(logical_id: str) -> list[dict[str, Any]]:
         return sam["Resources"][logical_id]["Properties"]["Dimensions"]
 
-    assert dimensions("CounterPipelineDocumentsDlqNotEmptyAlarm") == [{"Name": "QueueName", "Value": "counter-pipeline-documents-dlq"}]
+    assert dimensions("CounterPipelineDocsDlqNotEmptyAlarm") == [{"Name": "QueueName", "Value": "counter-pipeline-docs-dlq"}]
     assert dimensions("CounterPipelineProcessorErrorsAlarm") == [{"Name": "FunctionName", "Value": "counter-pipeline-processor"}]
     arn = {"Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:counter-pipeline-workflow"}
     assert dimensions("ExecutionsFailedAlarm") == [{"Name": "StateMachineArn", "Value": arn}]
@@ -217,4 +217,4 @@ def test_the_operations_dashboard_draws_every_alarm_within_cloudwatchs_limits(sa
     drawn = [a["label"] for w in body["widgets"] for a in w.get("properties", {}).get("annotations", {}).get("horizontal", [])]
     assert any("CounterDrift" in label for label in drawn) and any("Dlq" in label for label in drawn)
     text = sam["Resources"]["OperationsDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
-    assert "counter-pipeline-documents" in text and "run-drilldown" not in text
+    assert "counter-pipeline-docs" in text and "run-drilldown" not in text
