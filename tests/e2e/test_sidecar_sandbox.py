@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pipeline.stores.audit import AuditStore
 from pipeops.sidecar.build import build
-from sandbox.deploy import deploy
+from sandbox.clock import TimeScale
+from sandbox.deploy import Deployment, deploy
+from sandbox.faults.specs import CallCrash
 from stack.template import PROJECT_ROOT
 from tests.conftest import eventually
 
@@ -74,9 +78,26 @@ def succeeded(sandbox: Any) -> int:
     return len(sfn.list_executions(stateMachineArn=arn, statusFilter="SUCCEEDED")["executions"])
 
 
+# Handlers read the real clock: two observations this many real seconds apart (well after the
+# SlotsFullIdle alarm's two reconciler periods, 2.4 s real at the time scale 0.02).
+GRACE_SECONDS = "10"
+
+
+def deploy_sidecar(sandbox: Any, tmp_path: Path) -> Deployment:
+    """`pipeops sidecar build` of the example's pipeops.toml, deployed as its own stack."""
+    out = tmp_path / "sidecar.yaml"
+    build(EXAMPLE / "pipeops.toml", out, check=False, code_uri=str(PROJECT_ROOT))
+    return deploy(
+        SIDECAR_STACK, template_path=out, region=sandbox.region, endpoint_url=sandbox.endpoint_url,
+        time_scale=sandbox.time_scale, parameters={"ReconcileSchedule": "rate(1 minute)", "ReconcileGraceSeconds": GRACE_SECONDS},
+    )  # fmt: skip
+
+
 @pytest.fixture
-def example(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The example pipeline's stack deployed in a running sandbox, its handlers importable there."""
+def example(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The example pipeline's stack deployed in a running sandbox, its handlers importable there
+    (virtual time at 0.02: the sidecar's alarms wait out reconciler periods)."""
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))
     monkeypatch.syspath_prepend(str(EXAMPLE / "handlers"))
     deploy(
         PIPELINE_STACK, template_path=EXAMPLE / "template.yaml", region=sandbox.region,
@@ -94,12 +115,7 @@ def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resource
     eventually(lambda: succeeded(sandbox) == 2 and counter(sandbox) == 0, "both documents processed, the counter back to 0")
     before = resources_in_depth(sandbox, PIPELINE_STACK)
 
-    out = tmp_path / "sidecar.yaml"
-    build(EXAMPLE / "pipeops.toml", out, check=False, code_uri=str(PROJECT_ROOT))
-    sidecar = deploy(
-        SIDECAR_STACK, template_path=out, region=sandbox.region, endpoint_url=sandbox.endpoint_url,
-        time_scale=sandbox.time_scale, parameters={"ReconcileSchedule": "rate(1 minute)"},
-    )  # fmt: skip
+    sidecar = deploy_sidecar(sandbox, tmp_path)
 
     assert resources_in_depth(sandbox, PIPELINE_STACK) == before
     # The sidecar's reconciler runs under its own role (the sandbox enforces it) and sees the pipeline.
@@ -107,3 +123,70 @@ def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resource
     assert (result["verdict"], result["max"], result["implausible"]) == ("in_sync", 3, "")
     assert result["observed"]["active_count"] == 0
     assert resources_in_depth(sandbox, PIPELINE_STACK) == before
+
+
+def sidecar_alarms(sandbox: Any) -> dict[str, str]:
+    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
+        AlarmNamePrefix=f"{SIDECAR_STACK}-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+    )
+    return {
+        alarm["AlarmName"].removeprefix(f"{SIDECAR_STACK}-"): alarm["StateValue"]
+        for page in pages
+        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
+    }
+
+
+def most_running_at_once(sandbox: Any) -> int:
+    """From every execution's start and stop: the most that ran at one moment (a stop before a
+    start at the same instant)."""
+    sfn = sandbox.client("stepfunctions")
+    arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"] if m["name"] == "counter-pipeline-workflow")
+    edges = []
+    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
+        edges.append((execution["startDate"], 1))
+        if execution.get("stopDate"):
+            edges.append((execution["stopDate"], -1))
+    running = most = 0
+    for _, step in sorted(edges):
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_a_stall_at_the_max_pages_and_the_scheduled_sidecar_repairs_it(example: Any, tmp_path: Path) -> None:
+    """The seed design's failure: the processor dies after its increment, before StartExecution, as
+    often as there are slots; the counter sits at the max with nothing running and every document
+    waits. The sidecar's SlotsFullIdle pages, its scheduled reconciler (legacy mode, two agreeing
+    observations) sets the counter to the executions running, the stalled documents run, never more
+    than the max at once, and every alarm of the sidecar returns to OK."""
+    sandbox = example
+    sidecar = deploy_sidecar(sandbox, tmp_path)
+    sandbox.faults.inject(
+        CallCrash(name="processor-dies", function="counter-pipeline-processor", service="dynamodb", operation="UpdateItem", when="after")
+    )
+    invoke(sandbox, "counter-pipeline-sender", {"documents": ["a.pdf", "b.pdf", "c.pdf"]})
+    eventually(lambda: counter(sandbox) == 3, "three increments whose processors died")
+    sandbox.faults.clear("processor-dies")
+    invoke(sandbox, "counter-pipeline-sender", {"documents": ["d.pdf", "e.pdf"]})
+    assert succeeded(sandbox) == 0
+
+    eventually(lambda: sidecar_alarms(sandbox).get("SlotsFullIdle") == "ALARM", "SlotsFullIdle pages", timeout=300)
+    assert counter(sandbox) == 3 and succeeded(sandbox) == 0  # paged before anything was repaired
+    eventually(
+        lambda: succeeded(sandbox) == 5,
+        "the stalled documents all ran after the repair",
+        timeout=300,
+    )
+    eventually(lambda: counter(sandbox) == 0, "the counter back to 0")
+    assert most_running_at_once(sandbox) <= 3
+
+    since = datetime.now(UTC) - timedelta(days=1)
+    [repair] = AuditStore(sidecar.resources["SidecarTable"], sandbox.client("dynamodb")).history(since).records
+    assert repair.action == "set_count" and repair.by.endswith(sidecar.resources["ReconcilerFunction"])
+    assert repair.before["active_count"] == 3 and repair.after == {"active_count": 0}
+
+    def all_ok() -> bool:
+        states = sidecar_alarms(sandbox)
+        return states.get("SlotsFullIdle") == "OK" and "ALARM" not in states.values()
+
+    eventually(all_ok, "every alarm of the sidecar back to OK", timeout=300)
