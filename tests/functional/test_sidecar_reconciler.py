@@ -152,3 +152,17 @@ def test_the_max_is_read_from_the_pipelines_own_function(their_pipeline: dict[st
     unreadable = env | {"MAX_VARIABLE": "NOT_THERE"}
     with pytest.raises(sidecar.MaxUnreadable, match="their-processor has no whole-number environment variable NOT_THERE"):
         run(unreadable, T0)
+
+
+@pytest.mark.parametrize(
+    ("variable", "wrong", "named"),
+    [("COUNTER_TABLE", "their-concurency", "their-concurency"), ("MAIN_QUEUE_NAME", "their-docs", "their-docs")],
+)
+def test_a_wrong_table_or_queue_name_is_one_line_naming_it_never_healthy(
+    their_pipeline: dict[str, str], monkeypatch: pytest.MonkeyPatch, variable: str, wrong: str, named: str
+) -> None:
+    set_count(3)
+    monkeypatch.setenv(variable, wrong)
+    result = sidecar.handler({}, FakeLambdaContext())
+    assert result["verdict"] == "blind" and named in result["implausible"] and "\n" not in result["implausible"]
+    assert count() == 3
