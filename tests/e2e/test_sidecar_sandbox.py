@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from pipeline.stores.audit import AuditStore
+from pipeops.cli import app
 from pipeops.sidecar.build import build
 from sandbox.clock import TimeScale
 from sandbox.deploy import Deployment, deploy
@@ -114,6 +116,8 @@ def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resource
     invoke(sandbox, "counter-pipeline-sender", {"documents": ["a.pdf", "b.pdf"]})
     eventually(lambda: succeeded(sandbox) == 2 and counter(sandbox) == 0, "both documents processed, the counter back to 0")
     before = resources_in_depth(sandbox, PIPELINE_STACK)
+    doctor = CliRunner().invoke(app, ["sidecar", "doctor", "--config", str(EXAMPLE / "pipeops.toml")])
+    assert doctor.exit_code == 0, doctor.output  # every resource pipeops.toml names is there
 
     sidecar = deploy_sidecar(sandbox, tmp_path)
 
