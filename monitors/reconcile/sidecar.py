@@ -169,8 +169,15 @@ def run(target: SidecarTarget, *, apply: bool, actor: str, now: datetime) -> dic
     }  # fmt: skip
 
 
+# Every metric a run emits: the only metrics of ours the sidecar's alarms and dashboard may watch.
+EMITTED = (
+    Metric.RECONCILE_RUNS, Metric.CONCURRENCY_ACTIVE, Metric.WORKFLOWS_RUNNING, Metric.COUNTER_DRIFT,
+    Metric.IMPLAUSIBLE_DRIFT, Metric.SLOTS_FULL_IDLE, Metric.BACKLOG_STALLED, Metric.RECONCILE_RACES_LOST,
+)  # fmt: skip
+
+
 def emit_result(result: Mapping[str, Any]) -> None:
-    """The reconciler's metrics, every run, zeros included (the same names as the stack's reconciler)."""
+    """The reconciler's metrics (EMITTED), every run, zeros included (the names of the stack's reconciler)."""
     observed = result.get("observed") or {}
     count, running = int(observed.get("active_count", 0)), int(observed.get("running_executions", 0))
     emit(Metric.RECONCILE_RUNS)

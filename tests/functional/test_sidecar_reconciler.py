@@ -139,6 +139,7 @@ def test_the_handler_emits_the_stall_signals_the_alarms_watch(
     client("sqs").send_message(QueueUrl=url, MessageBody="{}")
     sidecar.handler({}, FakeLambdaContext())
     totals = emf_totals(capsys.readouterr().out)
+    assert set(totals) == {metric.value for metric in sidecar.EMITTED}
     assert (totals["SlotsFullIdle"], totals["CounterDrift"], totals["ImplausibleDrift"], totals["BacklogStalled"]) == (1, 3, 0, 0)
     sidecar.handler({"dry_run": True}, FakeLambdaContext())  # a second look: the backlog still waits, nothing runs
     assert emf_totals(capsys.readouterr().out)["BacklogStalled"] == 1

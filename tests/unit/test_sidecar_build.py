@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -218,3 +219,13 @@ def test_the_operations_dashboard_draws_every_alarm_within_cloudwatchs_limits(sa
     assert any("CounterDrift" in label for label in drawn) and any("Dlq" in label for label in drawn)
     text = sam["Resources"]["OperationsDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
     assert "counter-pipeline-docs" in text and "run-drilldown" not in text
+
+
+def test_every_metric_of_ours_an_alarm_or_chart_watches_is_one_the_sidecar_emits(sam: dict[str, Any]) -> None:
+    """An alarm on a metric the sidecar's reconciler never emits would never fire."""
+    emitted = {metric.value for metric in sidecar_handler.EMITTED}
+    ours = {spec.watched.name for spec in alarm_specs(loads(EXAMPLE.read_text(encoding="utf-8"))) if spec.watched.namespace == "PipeOps"}
+    assert ours and ours <= emitted
+    body = sam["Resources"]["OperationsDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    charted = set(re.findall(r'\["PipeOps","([A-Za-z]+)"', body))
+    assert charted and charted <= emitted
