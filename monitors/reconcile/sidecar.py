@@ -196,10 +196,32 @@ def blind(exc: Exception, target: SidecarTarget) -> dict[str, Any]:
     return {"mode": "legacy", "verdict": "blind", "implausible": f"{error_code(exc) or type(exc).__name__}: {exc} (check {names})"}
 
 
+def runbook_answer(runbook: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """Pure: a run's result as a runbook document's step reads it (the runbook Lambda's shape:
+    verdict absent | cleared | remains | error, exit 0 | 1 | 2, evidence of strings)."""
+    observed = result.get("observed") or {}
+    evidence = {key: str(value) for key, value in observed.items()} | {
+        "decision": str(result.get("verdict", "")), "reason": str(result.get("reason", "")),
+        "implausible": str(result.get("implausible", "")),
+    }  # fmt: skip
+    if result.get("implausible"):
+        verdict, error = "error", str(result["implausible"])
+    elif result.get("verdict") == "in_sync":
+        verdict, error = "absent", ""
+    else:
+        verdict, error = ("cleared" if result.get("applied") else "remains"), ""
+    exit_code = {"absent": 0, "cleared": 0, "remains": 1, "error": 2}[verdict]
+    return {"id": runbook, "verdict": verdict, "exit_code": exit_code, "evidence": evidence, "error": error, "result": dict(result)}
+
+
 @instrumented("sidecar-reconciler")
 def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
+    """The schedule's run (`{}`), a run on demand (`{"dry_run": bool}`), or a runbook document's
+    step (`{"RunbookId": …, "DryRun": bool}`: the reconciler runbooks apply the reconciler)."""
     target = SidecarTarget.from_env(os.environ)
-    dry_run = bool((event or {}).get("dry_run", not target.apply))
+    event = event or {}
+    runbook = str(event.get("RunbookId", ""))
+    dry_run = bool(event.get("DryRun", True)) if runbook else bool(event.get("dry_run", not target.apply))
     actor = str(getattr(context, "invoked_function_arn", "") or "sidecar-reconciler")
     try:
         result = run(target, apply=not dry_run, actor=actor, now=datetime.now(UTC))
@@ -210,4 +232,4 @@ def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
     emit_result(result)
     log = logger.error if result.get("implausible") else logger.warning if result["verdict"] != "in_sync" else logger.info
     log("sidecar reconcile run", extra={key: result.get(key) for key in ("verdict", "reason", "implausible", "applied", "dry_run")})
-    return result
+    return runbook_answer(runbook, result) if runbook else result

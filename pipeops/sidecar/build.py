@@ -8,7 +8,8 @@ small table (the previous observation and the audit of each repair), the alarms 
 the same facades of `alarms.catalog` as template.yaml's (DLQs, the reconciler's drift, stall,
 implausible-drift and heartbeat alarms, each state machine's failures, throttles and timeouts, the
 named functions' errors, throttles and duration), the alarm topics and the composite
-(`alarms.cloudformation`), and least-privilege IAM: reads of the named queue and executions, and
+(`alarms.cloudformation`), the operations dashboard, the reconciler runbooks' Automation documents
+(run by the sidecar's reconciler: `alarms.automation`), and least-privilege IAM: reads of the named queue and executions, and
 conditional writes to the one counter item (`dynamodb:LeadingKeys`).
 """
 
@@ -21,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from alarms.automation import AUTO_REMEDIATE_CONDITION
+from alarms.automation import resources as automation_resources
 from alarms.catalog import (
     DEFAULT_RUNBOOK_BASE_URL,
     SCHEDULE_PARAMETER,
@@ -46,7 +49,10 @@ RECONCILER = Function.RECONCILER.value  # the same logical id as the stack's: it
 TABLE = "SidecarTable"
 
 # Parameters taken as template.yaml declares them (one definition), and the sidecar's own.
-SHARED_PARAMETERS = ("Stage", "AlarmEmail", "AlarmTopicKmsKeyArn", "RunbookBaseUrl", SCHEDULE_PARAMETER, "ReconcileApply")
+SHARED_PARAMETERS = ("Stage", "AlarmEmail", "AlarmTopicKmsKeyArn", "RunbookBaseUrl", SCHEDULE_PARAMETER, "ReconcileApply", "AutoRemediate")
+# The runbooks whose document the sidecar carries: the reconciler's, which its reconciler answers
+# (legacy mode has no holders to name, so implausible-drift stays a person's: `pipeops sidecar doctor`).
+RUNBOOKS = (Runbook.COUNTER_DRIFT, Runbook.SLOTS_FULL_IDLE, Runbook.BACKLOG_STALLED)
 GRACE_PARAMETER = {
     "Type": "Number",
     "Default": 300,
@@ -214,6 +220,8 @@ def build_template(config: SidecarConfig, *, code_uri: str = ".") -> dict[str, A
         "Properties": {"LogGroupName": {"Fn::Sub": f"/aws/lambda/${{{RECONCILER}}}"}, "RetentionInDays": 30},
     }
     resources |= alarm_resources(specs)
+    named = {spec.runbook for spec in specs}
+    resources |= automation_resources(specs, runbooks=[r for r in RUNBOOKS if r in named], function=RECONCILER)
     template = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Transform": "AWS::Serverless-2016-10-31",
@@ -223,6 +231,7 @@ def build_template(config: SidecarConfig, *, code_uri: str = ".") -> dict[str, A
         | {
             "HasAlarmEmail": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmEmail"}, ""]}]},
             "HasAlarmTopicKey": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicKmsKeyArn"}, ""]}]},
+            AUTO_REMEDIATE_CONDITION: {"Fn::Equals": [{"Ref": "AutoRemediate"}, "true"]},
         },
         "Globals": _globals(),
         "Resources": resources,

@@ -167,3 +167,16 @@ def test_a_wrong_table_or_queue_name_is_one_line_naming_it_never_healthy(
     result = sidecar.handler({}, FakeLambdaContext())
     assert result["verdict"] == "blind" and named in result["implausible"] and "\n" not in result["implausible"]
     assert count() == 3
+
+
+def test_a_runbook_documents_steps_get_the_runbook_lambdas_answer(their_pipeline: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """The Automation documents of the reconciler runbooks invoke the sidecar's reconciler:
+    diagnose (DryRun true) changes nothing; the verdicts and exit codes are the runbook Lambda's."""
+    set_count(0)
+    absent = sidecar.handler({"RunbookId": "slots-full-idle", "DryRun": True}, FakeLambdaContext())
+    assert (absent["id"], absent["verdict"], absent["exit_code"], absent["error"]) == ("slots-full-idle", "absent", 0, "")
+    set_count(3)
+    remains = sidecar.handler({"RunbookId": "slots-full-idle", "DryRun": False, "GraceSeconds": ""}, FakeLambdaContext())
+    assert (remains["verdict"], remains["exit_code"], count()) == ("remains", 1, 3)  # one observation: remembered
+    assert all(isinstance(value, str) for value in remains["evidence"].values())
+    assert remains["evidence"]["active_count"] == "3" and remains["evidence"]["decision"] == "remember"

@@ -67,7 +67,7 @@ def test_it_declares_only_the_sidecars_own_resources(cfn: dict[str, Any]) -> Non
     assert kinds <= {
         "AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm", "AWS::CloudWatch::Dashboard", "AWS::DynamoDB::Table", "AWS::Events::Rule",
         "AWS::IAM::Role", "AWS::Lambda::EventInvokeConfig", "AWS::Lambda::Function", "AWS::Lambda::Permission",
-        "AWS::Logs::LogGroup", "AWS::SNS::Subscription", "AWS::SNS::Topic",
+        "AWS::Logs::LogGroup", "AWS::SNS::Subscription", "AWS::SNS::Topic", "AWS::SSM::Document",
     }  # fmt: skip
     assert sum(resource["Type"] == "AWS::Lambda::Function" for resource in cfn["Resources"].values()) == 1
     assert sum(resource["Type"] == "AWS::DynamoDB::Table" for resource in cfn["Resources"].values()) == 1
@@ -144,7 +144,7 @@ def test_holders_mode_is_refused_with_what_to_do_instead() -> None:
 
 
 def statements(cfn: dict[str, Any]) -> list[dict[str, Any]]:
-    role = next(r for r in cfn["Resources"].values() if r["Type"] == "AWS::IAM::Role")
+    role = cfn["Resources"]["ReconcilerFunctionRole"]
     return [s for policy in role["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]]
 
 
@@ -229,3 +229,16 @@ def test_every_metric_of_ours_an_alarm_or_chart_watches_is_one_the_sidecar_emits
     body = sam["Resources"]["OperationsDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
     charted = set(re.findall(r'\["PipeOps","([A-Za-z]+)"', body))
     assert charted and charted <= emitted
+
+
+def test_the_reconciler_runbooks_documents_run_the_sidecars_reconciler(sam: dict[str, Any], cfn: dict[str, Any]) -> None:
+    documents = {k: v for k, v in sam["Resources"].items() if v["Type"] == "AWS::SSM::Document"}
+    assert set(documents) == {"RunbookDocumentCounterDrift", "RunbookDocumentSlotsFullIdle", "RunbookDocumentBacklogStalled"}
+    for document in documents.values():
+        steps = [step for step in document["Properties"]["Content"]["mainSteps"] if step["action"] == "aws:invokeLambdaFunction"]
+        assert [step["inputs"]["FunctionName"] for step in steps] == [{"Ref": "ReconcilerFunction"}] * 2
+        assert [step["inputs"]["InputPayload"]["DryRun"] for step in steps] == [True, False]
+    automation = cfn["Resources"]["RunbookAutomationRole"]["Properties"]["Policies"]
+    assert [statement["Resource"] for policy in automation for statement in policy["PolicyDocument"]["Statement"]] == [
+        {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}
+    ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monitors.reconcile.legacy import LegacySample, decide, kept
-from monitors.reconcile.sidecar import Observation, signals
+from monitors.reconcile.sidecar import Observation, runbook_answer, signals
 
 
 def sample(at: str, count: int, running: int, item: str = "{}") -> LegacySample:
@@ -47,3 +47,19 @@ def test_a_backlog_stalls_when_two_looks_see_messages_waiting_and_nothing_runnin
 def test_a_missing_counter_item_is_implausible() -> None:
     assert signals(None, None, observation(0, 0, found=False)).implausible
     assert not signals(None, None, observation(0, 0)).implausible
+
+
+def test_a_runbook_step_reads_the_run_as_the_runbook_lambda_answers() -> None:
+    observed = {"observed": {"active_count": 3, "running_executions": 0, "at": "t"}}
+    cases = [
+        ({"verdict": "in_sync"}, "absent", 0),
+        ({"verdict": "repair", "applied": True}, "cleared", 0),
+        ({"verdict": "repair", "applied": None}, "remains", 1),
+        ({"verdict": "remember"}, "remains", 1),
+        ({"verdict": "blind", "implausible": "ResourceNotFoundException: …"}, "error", 2),
+    ]
+    for result, verdict, exit_code in cases:
+        answer = runbook_answer("counter-drift", observed | result)
+        assert (answer["verdict"], answer["exit_code"]) == (verdict, exit_code), result
+        assert answer["error"] == ("ResourceNotFoundException: …" if verdict == "error" else "")
+        assert answer["evidence"]["active_count"] == "3"
