@@ -229,3 +229,12 @@ def test_any_value_in_any_field_of_a_valid_description_parses_or_names_that_fiel
         parse(with_(path, value))
     except ConfigError as error:
         assert all(problem.path.startswith(path) for problem in error.problems)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_arbitrary_text_loads_or_is_a_typed_error(text: str) -> None:
+    try:
+        loads(text)
+    except ConfigError as error:
+        assert error.problems
