@@ -75,6 +75,8 @@ class StackResources:
         names = {f.name for f in fields(cls)} - {"stack_name"}
         required = [f.name for f in fields(cls) if f.name != "stack_name" and f.default is MISSING]
         missing = [name for name in required if name not in outputs]
+        if missing and SIDECAR_MARKER in outputs:
+            raise SidecarStackError(SidecarStack.from_outputs(stack_name, outputs))
         if missing:
             raise StackNotFoundError(f"stack {stack_name!r} lacks the outputs {', '.join(missing)}: is it a pipeops stack?")
         return cls(stack_name=stack_name, **{k: v for k, v in outputs.items() if k in names})
@@ -82,6 +84,47 @@ class StackResources:
     @property
     def function_names(self) -> list[str]:
         return [name for name in (getattr(self, f"{function}Name") for function in Function) if name]
+
+
+SIDECAR_MARKER = "SidecarOf"  # the Output of a `pipeops sidecar build` stack: the watched pipeline's name
+# The commands that work against a sidecar stack (the rest need the reference pipeline's tables).
+SIDECAR_COMMANDS = ("status", "reconcile", "alarms list", "alarms check")
+
+
+@dataclass(frozen=True)
+class SidecarStack:
+    """A `pipeops sidecar build` stack: what it is called, whom it watches, and its own parts.
+
+    What it watches beyond the DLQs (the counter, the state machines, the queue, the max) is the
+    reconciler's environment, read where it is needed (`pipeops.sidecar.live`)."""
+
+    stack_name: str
+    pipeline: str
+    ReconcilerFunctionName: str
+    SidecarTableName: str
+    dead_letter_queues: tuple[str, ...]
+
+    @classmethod
+    def from_outputs(cls, stack_name: str, outputs: dict[str, str]) -> SidecarStack:
+        queues = outputs.get("WatchedDeadLetterQueues", "-")
+        return cls(
+            stack_name=stack_name,
+            pipeline=outputs[SIDECAR_MARKER],
+            ReconcilerFunctionName=outputs.get("ReconcilerFunctionName", ""),
+            SidecarTableName=outputs.get("SidecarTableName", ""),
+            dead_letter_queues=tuple(q for q in queues.split(",") if q and q != "-"),
+        )
+
+
+class SidecarStackError(StackNotFoundError):
+    """The stack is a sidecar: a command that needs the reference pipeline's own tables cannot run."""
+
+    def __init__(self, sidecar: SidecarStack) -> None:
+        self.sidecar = sidecar
+        super().__init__(
+            f"stack {sidecar.stack_name!r} is the pipeops sidecar of {sidecar.pipeline!r}: this command needs the "
+            f"reference pipeline's own tables; against a sidecar use {', '.join(f'`pipeops {c}`' for c in SIDECAR_COMMANDS)}"
+        )
 
 
 # botocore's own rule for a region name (botocore.utils.validate_region_name).
@@ -208,6 +251,17 @@ class Connection:
         )
 
     def resources(self) -> StackResources:
+        """The reference pipeline's stack (a sidecar stack: SidecarStackError, naming what works on it)."""
+        return StackResources.from_outputs(self.stack_name, self.outputs())
+
+    def any_resources(self) -> StackResources | SidecarStack:
+        """The reference pipeline's stack, or a sidecar stack, for the commands that serve both."""
+        outputs = self.outputs()
+        if SIDECAR_MARKER in outputs:
+            return SidecarStack.from_outputs(self.stack_name, outputs)
+        return StackResources.from_outputs(self.stack_name, outputs)
+
+    def outputs(self) -> dict[str, str]:
         import botocore.exceptions
 
         cfn = self.client("cloudformation")
@@ -237,5 +291,4 @@ class Connection:
                 f"no stack {self.stack_name!r} at {where}: start one with `pipeops sandbox up`, "
                 "or pass --endpoint-url / --stack-name / --region"
             ) from exc
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        return StackResources.from_outputs(self.stack_name, outputs)
+        return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}

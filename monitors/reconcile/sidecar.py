@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +37,9 @@ BLIND_ERRORS = frozenset(
     {"ResourceNotFoundException", "StateMachineDoesNotExist", "AccessDeniedException", "AccessDenied", "InvalidArn",
      "ResourceNotFound", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"}
 )  # fmt: skip
+
+
+Client = Callable[[str], Any]  # a client per service: the Lambda's shared ones, or the CLI's connection
 
 
 class MaxUnreadable(LookupError):
@@ -107,62 +110,68 @@ def signals(previous: legacy.LegacySample | None, previous_waiting: int | None, 
     return Signals(full_idle, stalled, implausible)
 
 
-def _max_slots(target: SidecarTarget) -> int:
+def _max_slots(target: SidecarTarget, aws: Client) -> int:
     if target.max_fixed is not None:
         return target.max_fixed
     assert target.max_function and target.max_variable
-    config = client("lambda").get_function_configuration(FunctionName=target.max_function)
+    config = aws("lambda").get_function_configuration(FunctionName=target.max_function)
     value = (config.get("Environment") or {}).get("Variables", {}).get(target.max_variable)
     if value is None or not str(value).strip().isdigit():
         raise MaxUnreadable(f"{target.max_function} has no whole-number environment variable {target.max_variable}")
     return int(value)
 
 
-def observe(target: SidecarTarget, now: datetime) -> Observation:
+def observe(target: SidecarTarget, now: datetime, aws: Client = client) -> Observation:
     """Read the counter item first, then the executions (as legacy.sample), then the max and the queue."""
-    dynamodb, sfn = client("dynamodb"), client("stepfunctions")
+    dynamodb, sfn = aws("dynamodb"), aws("stepfunctions")
     key = target.counter.key
     item = dynamodb.get_item(TableName=target.counter.table, Key=key, ConsistentRead=True).get("Item")
     count_value = (item or {}).get(target.counter.count_attribute, {}).get("N", "0")
     running = sum(sum(1 for _ in ExecutionsStore(sfn, arn).running()) for arn in target.state_machine_arns)
     sample = legacy.LegacySample(now.isoformat(), int(count_value), json.dumps(item or {}, sort_keys=True), running)
-    sqs = client("sqs")
+    sqs = aws("sqs")
     url = sqs.get_queue_url(QueueName=target.main_queue_name)["QueueUrl"]
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-    return Observation(sample, _max_slots(target), int(attributes.get("ApproximateNumberOfMessages", 0)), item is not None)
+    return Observation(sample, _max_slots(target, aws), int(attributes.get("ApproximateNumberOfMessages", 0)), item is not None)
 
 
-def _load_previous(target: SidecarTarget) -> tuple[legacy.LegacySample | None, int | None]:
-    item = client("dynamodb").get_item(TableName=target.sidecar_table, Key={"doc_key": {"S": SAMPLE_KEY}}, ConsistentRead=True).get("Item")
+def _load_previous(target: SidecarTarget, aws: Client) -> tuple[legacy.LegacySample | None, int | None]:
+    item = aws("dynamodb").get_item(TableName=target.sidecar_table, Key={"doc_key": {"S": SAMPLE_KEY}}, ConsistentRead=True).get("Item")
     if not item:
         return None, None
     stored = json.loads(item["sample"]["S"])
     return legacy.LegacySample(**stored["sample"]), int(stored["waiting"])
 
 
-def _save(target: SidecarTarget, previous: legacy.LegacySample | None, now: Observation) -> None:
+def _save(target: SidecarTarget, previous: legacy.LegacySample | None, now: Observation, aws: Client) -> None:
     body = json.dumps({"sample": asdict(legacy.kept(previous, now.sample)), "waiting": now.waiting})
-    client("dynamodb").put_item(TableName=target.sidecar_table, Item={"doc_key": {"S": SAMPLE_KEY}, "sample": {"S": body}})
+    aws("dynamodb").put_item(TableName=target.sidecar_table, Item={"doc_key": {"S": SAMPLE_KEY}, "sample": {"S": body}})
 
 
-def run(target: SidecarTarget, *, apply: bool, actor: str, now: datetime) -> dict[str, Any]:
-    """One pass: observe, decide, repair (conditional, audited) when two observations agree."""
-    previous, previous_waiting = _load_previous(target)
-    seen = observe(target, now)
+def run(
+    target: SidecarTarget, *, apply: bool, actor: str, now: datetime, aws: Client = client, remember: bool = True
+) -> dict[str, Any]:
+    """One pass: observe, decide, repair (conditional, audited) when two observations agree.
+
+    `remember=False` (a person's dry run from the CLI) keeps the scheduled runs' previous
+    observation as it is: the look writes nothing."""
+    previous, previous_waiting = _load_previous(target, aws)
+    seen = observe(target, now, aws)
     flags = signals(previous, previous_waiting, seen)
     decision = legacy.decide(previous, seen.sample, target.grace_seconds)
     if flags.implausible and decision.verdict == "repair":
         decision = legacy.LegacyDecision("held_back", f"implausible_drift: {flags.implausible}")
     applied = None
     if apply and decision.verdict == "repair":
-        applied = legacy.repair(client("dynamodb"), target.counter, decision)
+        applied = legacy.repair(aws("dynamodb"), target.counter, decision)
         if applied:
-            AuditStore(target.sidecar_table, client("dynamodb")).record(
+            AuditStore(target.sidecar_table, aws("dynamodb")).record(
                 action="set_count", target=f"{target.counter.table}/{target.counter.key_value}", reason=decision.reason,
                 before={"active_count": seen.sample.count, "running": seen.sample.running},
                 after={"active_count": decision.set_to}, by=actor, at=now,
             )  # fmt: skip
-    _save(target, None if applied else previous, seen)
+    if remember:
+        _save(target, None if applied else previous, seen, aws)
     result = dict(legacy.to_dict(previous, seen.sample, decision, applied))
     return result | {"max": seen.max_slots, "waiting": seen.waiting, "dry_run": not apply} | {
         "slots_full_idle": flags.slots_full_idle, "backlog_stalled": flags.backlog_stalled, "implausible": flags.implausible

@@ -13,7 +13,7 @@ from pipeops.commands.common import (
     ProfileOption,
     RegionOption,
     StackOption,
-    connect,
+    connect_any,
 )
 
 
@@ -27,7 +27,7 @@ def alarms_list(
     """Every alarm of the stack with its state, reason and runbook, ALARM first. Exit 1 if any is in ALARM."""
     from alarms.live import list_alarms
 
-    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    connection, resources = connect_any(stack_name, endpoint_url, region, profile)
     rows = [view.to_dict() for view in list_alarms(connection.client("cloudwatch"), resources.stack_name)]
     if as_json:
         render.emit_json("alarms", rows)
@@ -51,7 +51,7 @@ def alarms_check(
     """
     from alarms.live import check_alarms, sandbox_clock
 
-    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    connection, resources = connect_any(stack_name, endpoint_url, region, profile)
     clock = sandbox_clock(connection.endpoint_url)
     rows = [
         check.to_dict()

@@ -12,6 +12,8 @@ from stack.resources import (
     BadConnectionError,
     Connection,
     NoCredentialsError,
+    SidecarStack,
+    SidecarStackError,
     StackNotFoundError,
     StackResources,
 )
@@ -39,6 +41,8 @@ def error_code(exc: Exception) -> ErrorCode:
     """The envelope code of a connection error."""
     if isinstance(exc, BadConnectionError):
         return ErrorCode.BAD_CONNECTION
+    if isinstance(exc, SidecarStackError):  # the stack is there; the command does not apply to it
+        return ErrorCode.BAD_INPUT
     return ErrorCode.NO_CREDENTIALS if isinstance(exc, NoCredentialsError) else ErrorCode.STACK_NOT_FOUND
 
 
@@ -55,5 +59,16 @@ def connect(
     try:
         connection = Connection.resolve(stack_name, endpoint_url, region, profile)
         return connection, connection.resources()
+    except CONNECTION_ERRORS as exc:
+        raise fail(str(exc), error_code(exc)) from None
+
+
+def connect_any(
+    stack_name: str | None, endpoint_url: str | None, region: str | None, profile: str | None = None
+) -> tuple[Connection, StackResources | SidecarStack]:
+    """As `connect`, for the commands that also serve a sidecar stack (`pipeops sidecar build`)."""
+    try:
+        connection = Connection.resolve(stack_name, endpoint_url, region, profile)
+        return connection, connection.any_resources()
     except CONNECTION_ERRORS as exc:
         raise fail(str(exc), error_code(exc)) from None

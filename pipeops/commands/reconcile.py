@@ -17,12 +17,15 @@ from pipeops.commands.common import (
     RegionOption,
     StackOption,
     connect,
+    connect_any,
     fail,
 )
 from pipeops.render import ErrorCode
+from stack.resources import SidecarStack
 
 if TYPE_CHECKING:
     from monitors.reconcile.legacy import LegacyCounter
+    from stack.resources import Connection
 
 
 def reconcile(
@@ -84,7 +87,12 @@ def reconcile(
         counter = LegacyCounter(legacy_table, legacy_key_name, legacy_key_value, legacy_count_attribute)
         _legacy(counter, state_machine_arn, state_file, grace_seconds, apply, connection_options, as_json)
         return
-    connection, resources = connect(*connection_options)
+    connection, resources = connect_any(*connection_options)
+    if isinstance(resources, SidecarStack):
+        if release:
+            raise fail(f"{resources.stack_name} is a sidecar: its counter has no holders to --release; drop --release")
+        _sidecar(connection, resources, apply, as_json)
+        return
     try:
         report = library.run(resources, connection.client, apply=apply, grace_seconds=grace_seconds, release=tuple(release or ()))
     except Exception as exc:  # an observation that cannot be made is an error, never "nothing to do"
@@ -136,6 +144,28 @@ def _legacy(
         raise typer.Exit(1)
 
 
+def _sidecar(connection: Connection, sidecar: SidecarStack, apply: bool, as_json: bool) -> None:
+    """A sidecar stack: its reconciler's pass (legacy mode, the schedule's previous observation)."""
+    from pipeops.sidecar.live import reconcile as sidecar_reconcile
+
+    try:
+        result = sidecar_reconcile(sidecar, connection.client, apply=apply)
+    except Exception as exc:  # an observation that cannot be made is an error, never "nothing to do"
+        raise fail(f"reconcile failed: {type(exc).__name__}: {exc}", ErrorCode.FAILED) from None
+    if as_json:
+        render.emit_json("reconcile", result)
+    else:
+        observed = result.get("observed") or {}
+        render.console.print(
+            f"sidecar {sidecar.stack_name} ({sidecar.pipeline}): counter {observed.get('active_count')}, "
+            f"{observed.get('running_executions')} running: {result['verdict']}: {result.get('reason') or result.get('implausible', '')}"
+        )
+        if result.get("applied") is not None:
+            render.console.print("[green]repaired[/green]" if result["applied"] else "[yellow]race lost: the counter moved; left[/yellow]")
+    if result.get("implausible") or (result["verdict"] != "in_sync" and not result.get("applied")):
+        raise typer.Exit(1)
+
+
 def _history(since: str, connection_options: ConnectionOptions, as_json: bool) -> None:
     """The repairs written since `since`, newest first."""
     from pipeops.durations import parse_duration
@@ -145,8 +175,13 @@ def _history(since: str, connection_options: ConnectionOptions, as_json: bool) -
         window = parse_duration(since, option="--since")
     except ValueError as exc:
         raise fail(str(exc)) from None
-    connection, resources = connect(*connection_options)
-    found = history(connection.client, resources, datetime.now(UTC) - window)
+    connection, resources = connect_any(*connection_options)
+    if isinstance(resources, SidecarStack):
+        from pipeops.sidecar.live import history as sidecar_history
+
+        found = sidecar_history(resources, connection.client, datetime.now(UTC) - window)
+    else:
+        found = history(connection.client, resources, datetime.now(UTC) - window)
     if as_json:
         render.emit_json("reconcile_history", {"since": since, **found.to_dict()})
     else:

@@ -13,8 +13,9 @@ from pipeops.commands.common import (
     ProfileOption,
     RegionOption,
     StackOption,
-    connect,
+    connect_any,
 )
+from stack.resources import SidecarStack
 
 
 def status(
@@ -36,7 +37,10 @@ def status(
     """
     from pipeops.views import status as status_view
 
-    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    connection, resources = connect_any(stack_name, endpoint_url, region, profile)
+    if isinstance(resources, SidecarStack):
+        _sidecar_status(connection.client, resources, as_json)
+        return
     view = status_view(resources, connection.client)
     if as_json:
         render.emit_json("status", view.to_dict())
@@ -61,3 +65,23 @@ def _outcomes_caption(data: dict[str, Any]) -> str:
         parts.append(f"ended in the last {window['window']} (since {window['since']}): {counts}")
     scope = f"jobs by status: every active run; ended runs of the last {windows[-1]['window']}" if windows else ""
     return "\n".join([*parts, scope])
+
+
+def _sidecar_status(client: Any, sidecar: SidecarStack, as_json: bool) -> None:
+    """A sidecar stack: the watched counter, executions, queue and DLQs, its alarms; exit 1 when anything is wrong."""
+    from pipeops.sidecar.live import status as sidecar_status
+
+    data = sidecar_status(sidecar, client)
+    if as_json:
+        render.emit_json("sidecar_status", data)
+    else:
+        dlqs = ", ".join(f"{name} {depth}" for name, depth in data["dead_letter_queues"].items()) or "none"
+        render.console.print(
+            f"sidecar {data['stack']} watching {data['pipeline']}: counter {data['counter']} of max {data['max']}, "
+            f"{data['running_executions']} running, {data['waiting']} waiting; DLQs: {dlqs}; "
+            f"reconciler: {data['reconcile']['verdict']}"
+        )
+        for finding in data["findings"]:
+            render.console.print(f"[red]{finding['name']}[/red] {finding['target']}: {finding['reason']} (runbook {finding['runbook']})")
+    if data["findings"]:
+        raise typer.Exit(1)

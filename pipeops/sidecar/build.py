@@ -42,6 +42,7 @@ from pipeops.sidecar.config import FixedMax, SidecarConfig, WatchedFunction
 from pipeops.sidecar.dashboard import resources as dashboard_resources
 from pipeops.sidecar.names import RECONCILER_TIMEOUT, function_id, pascal
 from runbooks.catalog import Runbook
+from stack.resources import SIDECAR_MARKER
 from stack.template import load_template
 
 HANDLER = "monitors.reconcile.sidecar.handler"
@@ -240,6 +241,10 @@ def build_template(config: SidecarConfig, *, code_uri: str = ".") -> dict[str, A
             "ReconcilerFunctionName": {"Value": {"Ref": RECONCILER}},
             "AlarmTopicArn": {"Value": {"Ref": "AlarmTopic"}},
             "AlarmStateTopicArn": {"Value": {"Ref": "AlarmStateTopic"}},
+            # What makes it a sidecar stack to the CLI (stack.resources.SidecarStack); the rest of
+            # what it watches the CLI reads from the reconciler's environment (one source).
+            SIDECAR_MARKER: {"Value": config.name},
+            "WatchedDeadLetterQueues": {"Value": ",".join(queue.name for queue in config.dead_letter_queues) or "-"},
         },
     }
     resources |= dashboard_resources(config, specs, template)

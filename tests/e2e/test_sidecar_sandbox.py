@@ -5,8 +5,6 @@ resources changes, and the sidecar's reconciler runs there under its own least-p
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,19 +14,13 @@ from typer.testing import CliRunner
 
 from pipeline.stores.audit import AuditStore
 from pipeops.cli import app
-from pipeops.sidecar.build import build
-from sandbox.clock import TimeScale
-from sandbox.deploy import Deployment, deploy
 from sandbox.faults.specs import CallCrash
-from stack.template import PROJECT_ROOT
-from tests.conftest import eventually
+from tests.conftest import PIPELINE_STACK, SIDECAR_EXAMPLE, deploy_sidecar, eventually, sidecar_alarms
+from tests.conftest import example_counter as counter
+from tests.conftest import example_succeeded as succeeded
+from tests.conftest import invoke_function as invoke
 
 pytestmark = pytest.mark.slow
-
-EXAMPLE = PROJECT_ROOT / "examples" / "counter-pipeline"
-PIPELINE_STACK, SIDECAR_STACK = "counter-pipeline", "counter-sidecar"
-KEY = {"counter_id": {"S": "workflow_counter"}}
-
 
 def resources_in_depth(sandbox: Any, stack: str) -> dict[str, Any]:
     """Every resource of `stack` with what AWS says of it now (the parts a sidecar could change)."""
@@ -62,61 +54,12 @@ def describe(sandbox: Any, kind: str, physical: str) -> Any:
     return None
 
 
-def counter(sandbox: Any) -> int:
-    item = sandbox.client("dynamodb").get_item(TableName="counter-pipeline-concurrency", Key=KEY, ConsistentRead=True).get("Item") or {}
-    return int(item.get("active_count", {}).get("N", "0"))
-
-
-def invoke(sandbox: Any, function: str, payload: dict[str, Any]) -> dict[str, Any]:
-    answer = sandbox.client("lambda").invoke(FunctionName=function, Payload=json.dumps(payload).encode())
-    body = json.loads(answer["Payload"].read() or b"null")
-    assert "FunctionError" not in answer, body
-    return dict(body or {})
-
-
-def succeeded(sandbox: Any) -> int:
-    sfn = sandbox.client("stepfunctions")
-    arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"] if m["name"] == "counter-pipeline-workflow")
-    return len(sfn.list_executions(stateMachineArn=arn, statusFilter="SUCCEEDED")["executions"])
-
-
-# Handlers read the real clock: two observations this many real seconds apart (well after the
-# SlotsFullIdle alarm's two reconciler periods, 2.4 s real at the time scale 0.02).
-GRACE_SECONDS = "10"
-
-
-def deploy_sidecar(sandbox: Any, tmp_path: Path) -> Deployment:
-    """`pipeops sidecar build` of the example's pipeops.toml, deployed as its own stack."""
-    out = tmp_path / "sidecar.yaml"
-    build(EXAMPLE / "pipeops.toml", out, check=False, code_uri=str(PROJECT_ROOT))
-    return deploy(
-        SIDECAR_STACK, template_path=out, region=sandbox.region, endpoint_url=sandbox.endpoint_url,
-        time_scale=sandbox.time_scale, parameters={"ReconcileSchedule": "rate(1 minute)", "ReconcileGraceSeconds": GRACE_SECONDS},
-    )  # fmt: skip
-
-
-@pytest.fixture
-def example(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The example pipeline's stack deployed in a running sandbox, its handlers importable there
-    (virtual time at 0.02: the sidecar's alarms wait out reconciler periods)."""
-    sandbox = make_sandbox(time_scale=TimeScale(0.02))
-    monkeypatch.syspath_prepend(str(EXAMPLE / "handlers"))
-    deploy(
-        PIPELINE_STACK, template_path=EXAMPLE / "template.yaml", region=sandbox.region,
-        endpoint_url=sandbox.endpoint_url, time_scale=sandbox.time_scale,
-    )  # fmt: skip
-    sandbox.poller.refresh()
-    yield sandbox
-    for module in ("counter_sender", "counter_processor"):
-        sys.modules.pop(module, None)
-
-
-def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resources(example: Any, tmp_path: Path) -> None:
-    sandbox = example
+def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resources(counter_example: Any, tmp_path: Path) -> None:
+    sandbox = counter_example
     invoke(sandbox, "counter-pipeline-sender", {"documents": ["a.pdf", "b.pdf"]})
     eventually(lambda: succeeded(sandbox) == 2 and counter(sandbox) == 0, "both documents processed, the counter back to 0")
     before = resources_in_depth(sandbox, PIPELINE_STACK)
-    doctor = CliRunner().invoke(app, ["sidecar", "doctor", "--config", str(EXAMPLE / "pipeops.toml")])
+    doctor = CliRunner().invoke(app, ["sidecar", "doctor", "--config", str(SIDECAR_EXAMPLE / "pipeops.toml")])
     assert doctor.exit_code == 0, doctor.output  # every resource pipeops.toml names is there
 
     sidecar = deploy_sidecar(sandbox, tmp_path)
@@ -127,17 +70,6 @@ def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resource
     assert (result["verdict"], result["max"], result["implausible"]) == ("in_sync", 3, "")
     assert result["observed"]["active_count"] == 0
     assert resources_in_depth(sandbox, PIPELINE_STACK) == before
-
-
-def sidecar_alarms(sandbox: Any) -> dict[str, str]:
-    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
-        AlarmNamePrefix=f"{SIDECAR_STACK}-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
-    )
-    return {
-        alarm["AlarmName"].removeprefix(f"{SIDECAR_STACK}-"): alarm["StateValue"]
-        for page in pages
-        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
-    }
 
 
 def most_running_at_once(sandbox: Any) -> int:
@@ -157,13 +89,13 @@ def most_running_at_once(sandbox: Any) -> int:
     return most
 
 
-def test_a_stall_at_the_max_pages_and_the_scheduled_sidecar_repairs_it(example: Any, tmp_path: Path) -> None:
+def test_a_stall_at_the_max_pages_and_the_scheduled_sidecar_repairs_it(counter_example: Any, tmp_path: Path) -> None:
     """The seed design's failure: the processor dies after its increment, before StartExecution, as
     often as there are slots; the counter sits at the max with nothing running and every document
     waits. The sidecar's SlotsFullIdle pages, its scheduled reconciler (legacy mode, two agreeing
     observations) sets the counter to the executions running, the stalled documents run, never more
     than the max at once, and every alarm of the sidecar returns to OK."""
-    sandbox = example
+    sandbox = counter_example
     sidecar = deploy_sidecar(sandbox, tmp_path)
     sandbox.faults.inject(
         CallCrash(name="processor-dies", function="counter-pipeline-processor", service="dynamodb", operation="UpdateItem", when="after")

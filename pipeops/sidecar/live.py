@@ -1,0 +1,122 @@
+"""The CLI against a deployed sidecar stack: what it watches, its status, a reconcile pass, its audit.
+
+What the sidecar watches is read from its reconciler's environment (`pipeops sidecar build` wrote
+it there; the scheduled reconciler reads the same), so the CLI and the Lambda never disagree about
+the counter, the state machines, the queue or the max. A pass from the CLI runs the scheduled
+reconciler's own code (`monitors.reconcile.sidecar.run`): the same two-observation rule against
+the previous observation the schedule kept, a dry run by default that writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from monitors.reconcile import sidecar as reconciler
+from pipeline.stores.audit import AuditHistory, AuditStore
+from runbooks.catalog import Runbook
+from stack.resources import SidecarStack
+
+Client = Callable[[str], Any]
+HISTORY_LIMIT = 50
+
+
+def target(sidecar: SidecarStack, client: Client) -> reconciler.SidecarTarget:
+    """What the sidecar's reconciler watches, from its environment."""
+    config = client("lambda").get_function_configuration(FunctionName=sidecar.ReconcilerFunctionName)
+    return reconciler.SidecarTarget.from_env((config.get("Environment") or {}).get("Variables", {}))
+
+
+def _actor(client: Client) -> str:
+    try:
+        return str(client("sts").get_caller_identity()["Arn"])
+    except Exception:
+        return "unknown (sts:GetCallerIdentity failed)"
+
+
+def reconcile(sidecar: SidecarStack, client: Client, *, apply: bool, now: datetime | None = None) -> dict[str, Any]:
+    """One pass of the sidecar's reconciler from here: a dry run writes nothing (not even the
+    observation the schedule keeps); with `apply` a repair the two observations agree on is
+    written conditionally and audited under the caller's ARN, as the schedule's would be."""
+    watched = target(sidecar, client)
+    actor = _actor(client) if apply else "dry run"
+    try:
+        result = reconciler.run(watched, apply=apply, actor=actor, now=now or datetime.now(UTC), aws=client, remember=apply)
+    except Exception as exc:
+        from pipeline.aws import error_code
+
+        if error_code(exc) not in reconciler.BLIND_ERRORS and not isinstance(exc, reconciler.MaxUnreadable):
+            raise
+        result = reconciler.blind(exc, watched)
+    return {"stack": sidecar.stack_name, "pipeline": sidecar.pipeline, **result}
+
+
+def history(sidecar: SidecarStack, client: Client, since: datetime) -> AuditHistory:
+    """The repairs the sidecar made (its own table's audit), newest first."""
+    return AuditStore(sidecar.SidecarTableName, client("dynamodb")).history(since, HISTORY_LIMIT)
+
+
+@dataclass(frozen=True)
+class SidecarFinding:
+    name: str
+    target: str
+    reason: str
+    runbook: str
+
+
+def _dead_letter_depths(sidecar: SidecarStack, client: Client) -> dict[str, int]:
+    sqs, depths = client("sqs"), {}
+    for name in sidecar.dead_letter_queues:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        depths[name] = int(attributes.get("ApproximateNumberOfMessages", 0))
+    return depths
+
+
+def findings(result: dict[str, Any], depths: dict[str, int], firing: list[dict[str, str]]) -> list[SidecarFinding]:
+    """Pure: what is wrong, once: the alarms in ALARM, then what the numbers show no alarm says yet."""
+    found = [SidecarFinding(a["name"], a["alarm"], a["reason"], a["runbook"]) for a in firing]
+    early = [
+        SidecarFinding("DeadLetterQueueMessages", queue, f"{depth} message(s)", Runbook.DLQ_MESSAGES.value)
+        for queue, depth in depths.items()
+        if depth
+    ]
+    if result.get("implausible"):
+        early.append(SidecarFinding("ImplausibleDrift", "counter", str(result["implausible"]), Runbook.IMPLAUSIBLE_DRIFT.value))
+    if result.get("slots_full_idle"):
+        early.append(SidecarFinding("SlotsFullIdle", "counter", "the counter is at the max and nothing runs", Runbook.SLOTS_FULL_IDLE.value))
+    if result.get("backlog_stalled"):
+        early.append(SidecarFinding("BacklogStalled", "queue", "messages wait and nothing ran twice in a row", Runbook.BACKLOG_STALLED.value))
+    if result.get("verdict") in ("repair", "changing", "remember"):
+        early.append(SidecarFinding("CounterDrift", "counter", str(result.get("reason", "")), Runbook.COUNTER_DRIFT.value))
+    said = {finding.name for finding in found}
+    return found + [finding for finding in early if not any(name.endswith(finding.name) for name in said)]
+
+
+def status(sidecar: SidecarStack, client: Client, now: datetime | None = None) -> dict[str, Any]:
+    """The counter, the running executions, the max, the waiting messages, the DLQs, the alarms
+    firing, and the reconciler's dry-run verdict; `findings` empty when nothing is wrong."""
+    from alarms.live import list_alarms
+
+    result = reconcile(sidecar, client, apply=False, now=now)
+    depths = _dead_letter_depths(sidecar, client)
+    firing = [
+        {"name": view.name.removeprefix(f"{sidecar.stack_name}-"), "alarm": view.name, "reason": view.reason, "runbook": view.runbook}
+        for view in list_alarms(client("cloudwatch"), sidecar.stack_name)
+        if view.state == "ALARM"
+    ]
+    observed = result.get("observed") or {}
+    return {
+        "stack": sidecar.stack_name,
+        "pipeline": sidecar.pipeline,
+        "counter": observed.get("active_count"),
+        "running_executions": observed.get("running_executions"),
+        "max": result.get("max"),
+        "waiting": result.get("waiting"),
+        "dead_letter_queues": depths,
+        "reconcile": {key: result.get(key) for key in ("verdict", "reason", "set_to", "implausible")},
+        "alarms_firing": [a["name"] for a in firing],
+        "findings": [asdict(finding) for finding in findings(result, depths, firing)],
+    }

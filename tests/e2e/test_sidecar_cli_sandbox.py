@@ -1,0 +1,78 @@
+"""Every `pipeops` command against a sidecar stack (`--stack-name` of `pipeops sidecar build`'s stack),
+in the sandbox beside the example counter pipeline: status, reconcile (dry run, --apply, --history)
+and alarms read what the sidecar watches; the commands that need the reference pipeline's own tables
+say so in one line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeops.cli import app
+from tests.conftest import SIDECAR_STACK, deploy_sidecar, envelope, eventually
+from tests.conftest import example_counter as counter
+
+pytestmark = pytest.mark.slow
+
+DLQ = "counter-pipeline-docs-dlq"
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(app, [*args, "--stack-name", SIDECAR_STACK])
+
+
+def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: Any, tmp_path: Path) -> None:
+    sandbox = counter_example
+    deploy_sidecar(sandbox, tmp_path, ReconcileApply="false")  # the schedule only reports: the CLI repairs
+    sqs, dynamodb = sandbox.client("sqs"), sandbox.client("dynamodb")
+    sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=DLQ)["QueueUrl"], MessageBody='{"document": "x.pdf"}')
+    # The seed's drift: three increments whose processors died, nothing running.
+    dynamodb.put_item(
+        TableName="counter-pipeline-concurrency",
+        Item={"counter_id": {"S": "workflow_counter"}, "active_count": {"N": "3"}},
+    )
+
+    def alarm_states() -> dict[str, str]:
+        listed = cli("alarms", "list", "--json")
+        return {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row["state"] for row in envelope(listed.output, "alarms")}
+
+    eventually(lambda: alarm_states().get("SlotsFullIdle") == "ALARM", "the sidecar's SlotsFullIdle in ALARM", timeout=300)
+    listed = cli("alarms", "list", "--json")
+    assert listed.exit_code == 1  # an alarm in ALARM
+    rows = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(listed.output, "alarms")}
+    assert rows["SlotsFullIdle"]["runbook"].endswith("slots-full-idle.md") or "slots-full-idle" in rows["SlotsFullIdle"]["runbook"]
+    assert {"CounterDrift", "ReconcilerSilent"} <= set(rows)
+
+    status = cli("status", "--json")
+    assert status.exit_code == 1, status.output
+    seen = envelope(status.output, "sidecar_status")
+    assert (seen["counter"], seen["max"], seen["running_executions"]) == (3, 3, 0)
+    assert seen["dead_letter_queues"] == {DLQ: 1}
+    names = {finding["name"] for finding in seen["findings"]}
+    assert {"SlotsFullIdle", "DeadLetterQueueMessages"} <= names, seen["findings"]
+    assert "SlotsFullIdle" in seen["alarms_firing"]
+
+    dry = cli("reconcile", "--json")
+    assert dry.exit_code == 1, dry.output
+    found = envelope(dry.output, "reconcile")
+    assert found["observed"]["active_count"] == 3 and found["observed"]["running_executions"] == 0
+    assert found["verdict"] in ("remember", "repair") and found["dry_run"] and found["applied"] is None
+    assert counter(sandbox) == 3  # a dry run writes nothing (and the schedule only reports)
+
+    def repaired() -> bool:
+        cli("reconcile", "--apply", "--json")  # two agreeing observations a grace window apart
+        return counter(sandbox) == 0
+
+    eventually(repaired, "the counter set to the executions running by `pipeops reconcile --apply`", timeout=120)
+    history = envelope(cli("reconcile", "--history", "--since", "1h", "--json").output, "reconcile_history")
+    [record] = history["records"]
+    assert record["action"] == "set_count" and record["target"] == "counter-pipeline-concurrency/workflow_counter"
+    assert cli("reconcile", "--release", "some-holder").exit_code == 2
+
+    for command in (["jobs"], ["failures"], ["runbook", "history"], ["dashboard", "render", "--out", str(tmp_path / "d.html")]):
+        refused = cli(*command)
+        assert refused.exit_code == 2, (command, refused.output)
+        assert "is the pipeops sidecar of 'counter-pipeline'" in " ".join(refused.output.split()), refused.output
