@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from stack.resources import Connection, StackResources
+from stack.resources import Connection, SidecarStack, StackResources
 
 MAX_QUERIES_PER_CALL = 500  # GetMetricData's limit on MetricDataQueries
 STANDARD_STATISTICS = frozenset({"SampleCount", "Average", "Sum", "Minimum", "Maximum"})
@@ -327,7 +327,7 @@ class Progress(Protocol):
 
 def render_dashboard(
     connection: Connection,
-    resources: StackResources,
+    resources: StackResources | SidecarStack,
     out: Path,
     *,
     hours: float,
@@ -388,6 +388,10 @@ def _draw(
         cloudwatch = connection.client("cloudwatch")
         body = deployed_body(cloudwatch, name)
         source = "deployed"
+        if body is None and isinstance(resources, SidecarStack):
+            raise DashboardError(
+                f"no dashboard {name} in the sidecar stack: deploy the template `pipeops sidecar build` makes, with its dashboard"
+            )
         if body is None:
             source = "built"
             try:

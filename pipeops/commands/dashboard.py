@@ -107,7 +107,7 @@ def render_command(
 
     try:
         connection = Connection.resolve(stack_name, endpoint_url, region, profile)
-        resources = connection.resources()
+        resources = connection.any_resources()  # a sidecar stack draws its deployed dashboard
     except CONNECTION_ERRORS as exc:
         raise _fail(str(exc)) from None
     try:

@@ -14,9 +14,10 @@ from pipeops.commands.common import (
     ProfileOption,
     RegionOption,
     StackOption,
-    connect,
+    connect_any,
     fail,
 )
+from stack.resources import SidecarStack
 
 
 def failures(
@@ -38,14 +39,19 @@ def failures(
         window = parse_duration(since, option="--since")
     except ValueError as exc:
         raise fail(str(exc)) from None
-    connection, resources = connect(stack_name, endpoint_url, region, profile)
-    found = find_failures(
-        connection.client("stepfunctions"),
-        resources.StateMachineArn,
-        datetime.now(UTC) - window,
-        limit=limit,
-        include_recovered=include_recovered,
-    )
+    connection, resources = connect_any(stack_name, endpoint_url, region, profile)
+    if isinstance(resources, SidecarStack):  # every state machine the sidecar watches
+        from pipeops.sidecar.live import target
+
+        machines = list(target(resources, connection.client).state_machine_arns)
+    else:
+        machines = [resources.StateMachineArn]
+    sfn, start = connection.client("stepfunctions"), datetime.now(UTC) - window
+    found = [
+        failure
+        for machine in machines
+        for failure in find_failures(sfn, machine, start, limit=limit, include_recovered=include_recovered)
+    ]
     rows = [failure.to_dict() for failure in found]
     if as_json:
         render.emit_json("failures", rows)

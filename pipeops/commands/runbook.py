@@ -17,9 +17,11 @@ from pipeops.commands.common import (
     RegionOption,
     StackOption,
     connect,
+    connect_any,
     fail,
 )
 from pipeops.render import ErrorCode
+from stack.resources import SidecarStack
 
 if TYPE_CHECKING:
     from runbooks.automation.result import RunbookResult
@@ -107,7 +109,10 @@ def run_runbook(
         runbook = parse(runbook_id)
     except UnknownRunbookError as exc:
         raise fail(str(exc)) from None
-    connection, resources = connect(stack_name, endpoint_url, region, profile)
+    connection, resources = connect_any(stack_name, endpoint_url, region, profile)
+    if isinstance(resources, SidecarStack):
+        _sidecar_runbook(resources, connection, runbook.value, apply=apply, yes=yes, as_json=as_json)
+        return
     groups = list(group) if group else None
     options = _options(holder, run_id, grace_seconds)
     if apply and not yes:
@@ -159,6 +164,31 @@ def _options(holders: list[str] | None, runs: list[str] | None, grace_seconds: i
     if grace_seconds is not None:
         options["grace_seconds"] = grace_seconds
     return options
+
+
+def _sidecar_runbook(sidecar: SidecarStack, connection: Connection, runbook_id: str, *, apply: bool, yes: bool, as_json: bool) -> None:
+    """A reconciler runbook against a sidecar stack: its reconciler's pass, as its document runs it."""
+    from pipeops.sidecar.live import NotOnSidecar
+    from pipeops.sidecar.live import runbook as sidecar_runbook
+
+    try:
+        if apply and not yes:
+            preview = sidecar_runbook(sidecar, connection.client, runbook_id, apply=False)
+            if preview["verdict"] == "remains":
+                typer.confirm(f"Apply the sidecar reconciler's repair ({preview['evidence']['reason']})?", abort=True, err=True)
+        answer = sidecar_runbook(sidecar, connection.client, runbook_id, apply=apply)
+    except NotOnSidecar as exc:
+        raise fail(str(exc)) from None
+    if answer["verdict"] == "error":
+        raise fail(f"runbook {runbook_id} failed: {answer['error']}", ErrorCode.FAILED)
+    if as_json:
+        render.emit_json("runbook", answer)
+    else:
+        evidence = answer["evidence"]
+        render.console.print(f"{runbook_id} on {sidecar.stack_name}: {evidence['decision']}: {evidence['reason']}")
+        render.console.print(f"verdict: {answer['verdict']}" + ("" if apply else " (dry run: --apply to act)"))
+    if answer["exit_code"]:
+        raise typer.Exit(answer["exit_code"])
 
 
 def _report(

@@ -120,3 +120,20 @@ def status(sidecar: SidecarStack, client: Client, now: datetime | None = None) -
         "alarms_firing": [a["name"] for a in firing],
         "findings": [asdict(finding) for finding in findings(result, depths, firing)],
     }
+
+
+class NotOnSidecar(LookupError):
+    """A runbook the sidecar does not carry (it carries the reconciler runbooks only)."""
+
+
+def runbook(sidecar: SidecarStack, client: Client, runbook_id: str, *, apply: bool) -> dict[str, Any]:
+    """A reconciler runbook against the sidecar: its reconciler's pass, answered as the runbook's
+    Automation document's step is (verdict absent | cleared | remains | error, exit 0 | 1 | 2)."""
+    from pipeops.sidecar.build import RUNBOOKS
+
+    carried = [str(r.value) for r in RUNBOOKS]
+    if runbook_id not in carried:
+        raise NotOnSidecar(
+            f"runbook {runbook_id} does not run against the sidecar {sidecar.stack_name}: it carries {', '.join(carried)}"
+        )
+    return reconciler.runbook_answer(runbook_id, reconcile(sidecar, client, apply=apply))

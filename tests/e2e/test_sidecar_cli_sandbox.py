@@ -43,8 +43,27 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     listed = cli("alarms", "list", "--json")
     assert listed.exit_code == 1  # an alarm in ALARM
     rows = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(listed.output, "alarms")}
-    assert rows["SlotsFullIdle"]["runbook"].endswith("slots-full-idle.md") or "slots-full-idle" in rows["SlotsFullIdle"]["runbook"]
-    assert {"CounterDrift", "ReconcilerSilent"} <= set(rows)
+    assert rows["SlotsFullIdle"]["runbook"] == "slots-full-idle"
+    assert {"CounterDrift", "ReconcilerSilent", "CounterPipelineDocsDlqNotEmpty", "CounterPipelineProcessorErrors"} <= set(rows), sorted(rows)
+    checked = cli("alarms", "check", "--json")
+    # The evaluator replays the sidecar's metric alarms (its verdicts on a time-scaled sandbox are its own business).
+    replayed = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(checked.output, "alarm_checks")}
+    assert checked.exit_code in (0, 1) and replayed["SlotsFullIdle"]["state"] == "ALARM"
+    assert replayed["SlotsFullIdle"]["runbook"] == "slots-full-idle" and replayed["SlotsFullIdle"]["datapoints"]
+
+    drawn = cli("dashboard", "render", "--out", str(tmp_path / "sidecar.html"), "--json")
+    assert drawn.exit_code == 0, drawn.output
+    page = envelope(drawn.output, "dashboard_render")
+    assert (page["dashboard"], page["source"]) == (f"{SIDECAR_STACK}-operations", "deployed")
+    assert page["charts_with_data"] > 0 and page["alarms"].get("ALARM", 0) >= 1, page
+    assert f"{SIDECAR_STACK}: operations" in (tmp_path / "sidecar.html").read_text(encoding="utf-8")
+
+    stalled = cli("runbook", "run", "slots-full-idle", "--json")  # a dry run: the document's diagnosis
+    assert stalled.exit_code == 1, stalled.output
+    answer = envelope(stalled.output, "runbook")
+    assert (answer["verdict"], answer["evidence"]["active_count"]) == ("remains", "3"), answer
+    carried = cli("runbook", "run", "dlq-messages")
+    assert carried.exit_code == 2 and "carries counter-drift, slots-full-idle, backlog-stalled" in " ".join(carried.output.split())
 
     status = cli("status", "--json")
     assert status.exit_code == 1, status.output
@@ -72,7 +91,11 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     assert record["action"] == "set_count" and record["target"] == "counter-pipeline-concurrency/workflow_counter"
     assert cli("reconcile", "--release", "some-holder").exit_code == 2
 
-    for command in (["jobs"], ["failures"], ["runbook", "history"], ["dashboard", "render", "--out", str(tmp_path / "d.html")]):
+    # The workflow's executions (none failed): read from every state machine the sidecar watches.
+    failed = cli("failures", "--since", "1h", "--json")
+    assert (failed.exit_code, envelope(failed.output, "failures")) == (0, [])
+
+    for command in (["jobs"], ["job", "show", "any"], ["runbook", "history"], ["upload", str(tmp_path)]):
         refused = cli(*command)
         assert refused.exit_code == 2, (command, refused.output)
         assert "is the pipeops sidecar of 'counter-pipeline'" in " ".join(refused.output.split()), refused.output
