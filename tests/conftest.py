@@ -557,15 +557,8 @@ def sandbox_up_process(*options: str, stdout: int = subprocess.PIPE) -> Iterator
 
 
 # The sidecar beside a pipeline we did not build: the example counter pipeline and its sidecar in the
-# sandbox (tests/e2e/test_sidecar_sandbox.py, test_sidecar_cli_sandbox.py).
-SIDECAR_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "counter-pipeline"
-PIPELINE_STACK, SIDECAR_STACK = "counter-pipeline", "counter-sidecar"
-COUNTER_KEY = {"counter_id": {"S": "workflow_counter"}}
-
-
-def example_counter(sandbox: Any) -> int:
-    item = sandbox.client("dynamodb").get_item(TableName="counter-pipeline-concurrency", Key=COUNTER_KEY, ConsistentRead=True).get("Item") or {}
-    return int(item.get("active_count", {}).get("N", "0"))
+# sandbox (tests/e2e/test_sidecar_sandbox.py, test_sidecar_cli_sandbox.py), as `pipeops demo --sidecar`
+# deploys and reads them (pipeops/sidecar/demo.py).
 
 
 def invoke_function(sandbox: Any, function: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -575,57 +568,13 @@ def invoke_function(sandbox: Any, function: str, payload: dict[str, Any]) -> dic
     return dict(body or {})
 
 
-def example_succeeded(sandbox: Any) -> int:
-    sfn = sandbox.client("stepfunctions")
-    arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"] if m["name"] == "counter-pipeline-workflow")
-    return len(sfn.list_executions(stateMachineArn=arn, statusFilter="SUCCEEDED")["executions"])
-
-
-# Handlers read the real clock: two observations this many real seconds apart (well after the
-# SlotsFullIdle alarm's two reconciler periods, 2.4 s real at the time scale 0.02).
-SIDECAR_GRACE_SECONDS = "10"
-
-
-def deploy_sidecar(sandbox: Any, tmp_path: Path, **parameters: str) -> Any:
-    """`pipeops sidecar build` of the example's pipeops.toml, deployed as its own stack (`parameters`
-    over the fast schedule and short grace the handlers' real clock needs)."""
-    from pipeops.sidecar.build import build
-    from sandbox.deploy import deploy
-
-    out = tmp_path / "sidecar.yaml"
-    build(SIDECAR_EXAMPLE / "pipeops.toml", out, check=False, code_uri=str(SIDECAR_EXAMPLE.parent.parent))
-    return deploy(
-        SIDECAR_STACK, template_path=out, region=sandbox.region, endpoint_url=sandbox.endpoint_url,
-        time_scale=sandbox.time_scale, parameters={"ReconcileSchedule": "rate(1 minute)", "ReconcileGraceSeconds": SIDECAR_GRACE_SECONDS, **parameters},
-    )  # fmt: skip
-
-
 @pytest.fixture
-def counter_example(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def counter_example(make_sandbox: Any) -> Any:
     """The example pipeline's stack deployed in a running sandbox, its handlers importable there
     (virtual time at 0.02: the sidecar's alarms wait out reconciler periods)."""
-    from sandbox.deploy import deploy
+    from pipeops.sidecar.demo import TIME_SCALE, deploy_example, forget_example
 
-    sandbox = make_sandbox(time_scale=TimeScale(0.02))
-    monkeypatch.syspath_prepend(str(SIDECAR_EXAMPLE / "handlers"))
-    deploy(
-        PIPELINE_STACK, template_path=SIDECAR_EXAMPLE / "template.yaml", region=sandbox.region,
-        endpoint_url=sandbox.endpoint_url, time_scale=sandbox.time_scale,
-    )  # fmt: skip
-    sandbox.poller.refresh()
+    sandbox = make_sandbox(time_scale=TimeScale(TIME_SCALE))
+    deploy_example(sandbox)
     yield sandbox
-    for module in ("counter_sender", "counter_processor"):
-        sys.modules.pop(module, None)
-
-
-def sidecar_alarms(sandbox: Any) -> dict[str, str]:
-    pages = sandbox.client("cloudwatch").get_paginator("describe_alarms").paginate(
-        AlarmNamePrefix=f"{SIDECAR_STACK}-", AlarmTypes=["MetricAlarm", "CompositeAlarm"]
-    )
-    return {
-        alarm["AlarmName"].removeprefix(f"{SIDECAR_STACK}-"): alarm["StateValue"]
-        for page in pages
-        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
-    }
-
-
+    forget_example()

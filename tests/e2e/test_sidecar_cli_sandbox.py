@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeops.cli import app
-from tests.conftest import SIDECAR_STACK, deploy_sidecar, envelope, eventually
-from tests.conftest import example_counter as counter
+from pipeops.sidecar.demo import SIDECAR_STACK, counter, deploy_sidecar
+from tests.conftest import envelope, eventually
 
 pytestmark = pytest.mark.slow
 

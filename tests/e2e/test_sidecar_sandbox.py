@@ -14,10 +14,17 @@ from typer.testing import CliRunner
 
 from pipeline.stores.audit import AuditStore
 from pipeops.cli import app
+from pipeops.sidecar.demo import (
+    EXAMPLE,
+    PIPELINE_STACK,
+    counter,
+    deploy_sidecar,
+    most_running_at_once,
+    sidecar_alarms,
+    succeeded,
+)
 from sandbox.faults.specs import CallCrash
-from tests.conftest import PIPELINE_STACK, SIDECAR_EXAMPLE, deploy_sidecar, eventually, sidecar_alarms
-from tests.conftest import example_counter as counter
-from tests.conftest import example_succeeded as succeeded
+from tests.conftest import eventually
 from tests.conftest import invoke_function as invoke
 
 pytestmark = pytest.mark.slow
@@ -59,7 +66,7 @@ def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resource
     invoke(sandbox, "counter-pipeline-sender", {"documents": ["a.pdf", "b.pdf"]})
     eventually(lambda: succeeded(sandbox) == 2 and counter(sandbox) == 0, "both documents processed, the counter back to 0")
     before = resources_in_depth(sandbox, PIPELINE_STACK)
-    doctor = CliRunner().invoke(app, ["sidecar", "doctor", "--config", str(SIDECAR_EXAMPLE / "pipeops.toml")])
+    doctor = CliRunner().invoke(app, ["sidecar", "doctor", "--config", str(EXAMPLE / "pipeops.toml")])
     assert doctor.exit_code == 0, doctor.output  # every resource pipeops.toml names is there
 
     sidecar = deploy_sidecar(sandbox, tmp_path)
@@ -70,23 +77,6 @@ def test_the_sidecar_deploys_beside_the_example_and_changes_none_of_its_resource
     assert (result["verdict"], result["max"], result["implausible"]) == ("in_sync", 3, "")
     assert result["observed"]["active_count"] == 0
     assert resources_in_depth(sandbox, PIPELINE_STACK) == before
-
-
-def most_running_at_once(sandbox: Any) -> int:
-    """From every execution's start and stop: the most that ran at one moment (a stop before a
-    start at the same instant)."""
-    sfn = sandbox.client("stepfunctions")
-    arn = next(m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"] if m["name"] == "counter-pipeline-workflow")
-    edges = []
-    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
-        edges.append((execution["startDate"], 1))
-        if execution.get("stopDate"):
-            edges.append((execution["stopDate"], -1))
-    running = most = 0
-    for _, step in sorted(edges):
-        running += step
-        most = max(most, running)
-    return most
 
 
 def test_a_stall_at_the_max_pages_and_the_scheduled_sidecar_repairs_it(counter_example: Any, tmp_path: Path) -> None:
