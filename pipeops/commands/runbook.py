@@ -175,7 +175,7 @@ def _sidecar_runbook(sidecar: SidecarStack, connection: Connection, runbook_id: 
         if apply and not yes:
             preview = sidecar_runbook(sidecar, connection.client, runbook_id, apply=False)
             if preview["verdict"] == "remains":
-                typer.confirm(f"Apply the sidecar reconciler's repair ({preview['evidence']['reason']})?", abort=True, err=True)
+                typer.confirm(f"Carry out {runbook_id} on {sidecar.stack_name} ({preview['evidence']})?", abort=True, err=True)
         answer = sidecar_runbook(sidecar, connection.client, runbook_id, apply=apply)
     except NotOnSidecar as exc:
         raise fail(str(exc)) from None
@@ -185,7 +185,13 @@ def _sidecar_runbook(sidecar: SidecarStack, connection: Connection, runbook_id: 
         render.emit_json("runbook", answer)
     else:
         evidence = answer["evidence"]
-        render.console.print(f"{runbook_id} on {sidecar.stack_name}: {evidence['decision']}: {evidence['reason']}")
+        if "moves" in answer:  # dlq-messages: the depth of each DLQ, the move tasks started
+            said = ", ".join(f"{queue} {depth}" for queue, depth in evidence.items())
+            render.console.print(f"{runbook_id} on {sidecar.stack_name}: {said}")
+            for queue, task in answer["moves"].items():
+                render.console.print(f"{queue} back to its source queue: {task}")
+        else:
+            render.console.print(f"{runbook_id} on {sidecar.stack_name}: {evidence['decision']}: {evidence['reason']}")
         render.console.print(f"verdict: {answer['verdict']}" + ("" if apply else " (dry run: --apply to act)"))
     if answer["exit_code"]:
         raise typer.Exit(answer["exit_code"])

@@ -126,12 +126,69 @@ class NotOnSidecar(LookupError):
     """A runbook the sidecar does not carry (it carries the reconciler runbooks only)."""
 
 
+def redrive(sidecar: SidecarStack, client: Client, *, apply: bool, now: datetime | None = None) -> dict[str, Any]:
+    """`dlq-messages` against the sidecar: a pipeline we did not build has messages we cannot read,
+    so nothing is diagnosed per message; a dry run counts each DLQ, an apply starts SQS's own move
+    task back to the queue each message came from (audited under the caller, runbook stream).
+    Verdict absent (every DLQ empty), remains (a dry run that found messages), cleared (moves started)."""
+    from pipeline.stores.audit import AuditStream
+    from runbooks.automation.redrive import MOVE_TASK_RATE, queue_arn, unsupported
+
+    depths = _dead_letter_depths(sidecar, client)
+    evidence: dict[str, str] = {queue: str(depth) for queue, depth in depths.items()}
+    waiting = {queue: depth for queue, depth in depths.items() if depth}
+    if not waiting:
+        return {"id": Runbook.DLQ_MESSAGES.value, "verdict": "absent", "exit_code": 0, "evidence": evidence, "error": "", "moves": {}}
+    if not apply:
+        return {"id": Runbook.DLQ_MESSAGES.value, "verdict": "remains", "exit_code": 1, "evidence": evidence, "error": "", "moves": {}}
+    sqs, actor, moves = client("sqs"), _actor(client), {}
+    audit = AuditStore(sidecar.SidecarTableName, client("dynamodb"), stream=AuditStream.RUNBOOK)
+    for queue, depth in waiting.items():
+        url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+        try:
+            task = sqs.start_message_move_task(SourceArn=queue_arn(sqs, url), MaxNumberOfMessagesPerSecond=MOVE_TASK_RATE)
+            moves[queue], after = task["TaskHandle"], {"method": "move_task", "task_handle": task["TaskHandle"]}
+        except Exception as exc:  # no move task at this endpoint (moto): the messages one by one
+            if not unsupported(exc):
+                raise
+            main = target(sidecar, client).main_queue_name
+            moved = _move_by_hand(sqs, url, sqs.get_queue_url(QueueName=main)["QueueUrl"], depth)
+            moves[queue], after = f"moved {moved} to {main} one by one", {"method": "send_delete", "to": main, "done": moved}
+        audit.record(
+            action="move_back", target=queue, reason="redrive to the source queue (the sidecar reads no message)",
+            before={"queue": queue, "messages": depth}, after=after, by=actor, at=now or datetime.now(UTC),
+        )  # fmt: skip
+    return {"id": Runbook.DLQ_MESSAGES.value, "verdict": "cleared", "exit_code": 0, "evidence": evidence, "error": "", "moves": moves}
+
+
+def _move_by_hand(sqs: Any, dead_letters: str, source: str, most: int) -> int:
+    """Each message sent back with its attributes, then deleted (held while it moves); at most `most`."""
+    from runbooks.automation.redrive import sendable
+
+    moved = 0
+    while moved < most:
+        batch = sqs.receive_message(
+            QueueUrl=dead_letters, MaxNumberOfMessages=min(10, most - moved), VisibilityTimeout=60,
+            MessageAttributeNames=["All"], WaitTimeSeconds=0,
+        ).get("Messages", [])  # fmt: skip
+        if not batch:
+            return moved
+        for message in batch:
+            sqs.send_message(QueueUrl=source, MessageBody=message["Body"], MessageAttributes=sendable(message.get("MessageAttributes", {})))
+            sqs.delete_message(QueueUrl=dead_letters, ReceiptHandle=message["ReceiptHandle"])
+            moved += 1
+    return moved
+
+
 def runbook(sidecar: SidecarStack, client: Client, runbook_id: str, *, apply: bool) -> dict[str, Any]:
     """A reconciler runbook against the sidecar: its reconciler's pass, answered as the runbook's
-    Automation document's step is (verdict absent | cleared | remains | error, exit 0 | 1 | 2)."""
+    Automation document's step is (verdict absent | cleared | remains | error, exit 0 | 1 | 2);
+    `dlq-messages`: the redrive above."""
     from pipeops.sidecar.build import RUNBOOKS
 
-    carried = [str(r.value) for r in RUNBOOKS]
+    if runbook_id == Runbook.DLQ_MESSAGES.value:
+        return redrive(sidecar, client, apply=apply)
+    carried = [str(r.value) for r in (*RUNBOOKS, Runbook.DLQ_MESSAGES)]
     if runbook_id not in carried:
         raise NotOnSidecar(
             f"runbook {runbook_id} does not run against the sidecar {sidecar.stack_name}: it carries {', '.join(carried)}"

@@ -12,12 +12,19 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeops.cli import app
-from pipeops.sidecar.demo import SIDECAR_STACK, counter, deploy_sidecar
+from pipeops.sidecar.demo import SIDECAR_STACK, counter, deploy_sidecar, succeeded
 from tests.conftest import envelope, eventually
 
 pytestmark = pytest.mark.slow
 
 DLQ = "counter-pipeline-docs-dlq"
+
+
+def dlq_depth(sandbox: Any) -> int:
+    sqs = sandbox.client("sqs")
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attributes = sqs.get_queue_attributes(QueueUrl=sqs.get_queue_url(QueueName=DLQ)["QueueUrl"], AttributeNames=names)
+    return sum(int(value) for value in attributes["Attributes"].values())
 
 
 def cli(*args: str) -> Any:
@@ -62,8 +69,9 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     assert stalled.exit_code == 1, stalled.output
     answer = envelope(stalled.output, "runbook")
     assert (answer["verdict"], answer["evidence"]["active_count"]) == ("remains", "3"), answer
-    carried = cli("runbook", "run", "dlq-messages")
-    assert carried.exit_code == 2 and "carries counter-drift, slots-full-idle, backlog-stalled" in " ".join(carried.output.split())
+    carried = cli("runbook", "run", "executions-failed")
+    assert carried.exit_code == 2, carried.output
+    assert "carries counter-drift, slots-full-idle, backlog-stalled, dlq-messages" in " ".join(carried.output.split())
 
     status = cli("status", "--json")
     assert status.exit_code == 1, status.output
@@ -90,6 +98,14 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     [record] = history["records"]
     assert record["action"] == "set_count" and record["target"] == "counter-pipeline-concurrency/workflow_counter"
     assert cli("reconcile", "--release", "some-holder").exit_code == 2
+
+    # The DLQ: counted by a dry run, moved back to its source queue by SQS with --apply, then processed.
+    counted = cli("runbook", "run", "dlq-messages", "--json")
+    assert counted.exit_code == 1 and envelope(counted.output, "runbook")["evidence"] == {DLQ: "1"}, counted.output
+    moved = cli("runbook", "run", "dlq-messages", "--apply", "--yes", "--json")
+    assert moved.exit_code == 0, moved.output
+    assert envelope(moved.output, "runbook")["verdict"] == "cleared" and DLQ in envelope(moved.output, "runbook")["moves"]
+    eventually(lambda: succeeded(sandbox) == 1 and dlq_depth(sandbox) == 0, "the redriven document processed")
 
     # The workflow's executions (none failed): read from every state machine the sidecar watches.
     failed = cli("failures", "--since", "1h", "--json")
