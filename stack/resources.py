@@ -88,7 +88,7 @@ class StackResources:
 
 SIDECAR_MARKER = "SidecarOf"  # the Output of a `pipeops sidecar build` stack: the watched pipeline's name
 # The commands that work against a sidecar stack (the rest need the reference pipeline's tables).
-SIDECAR_COMMANDS = ("status", "reconcile", "alarms", "failures", "dashboard render", "runbook run")
+SIDECAR_COMMANDS = ("status", "reconcile", "alarms", "failures", "dashboard render", "runbook run", "runbook history")
 
 
 @dataclass(frozen=True)

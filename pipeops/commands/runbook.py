@@ -16,7 +16,6 @@ from pipeops.commands.common import (
     ProfileOption,
     RegionOption,
     StackOption,
-    connect,
     connect_any,
     fail,
 )
@@ -146,8 +145,13 @@ def runbook_history(
         window = parse_duration(since, option="--since")
     except ValueError as exc:
         raise fail(str(exc)) from None
-    connection, resources = connect(stack_name, endpoint_url, region, profile)
-    found = read_history(resources, connection, datetime.now(UTC) - window)
+    connection, resources = connect_any(stack_name, endpoint_url, region, profile)
+    if isinstance(resources, SidecarStack):  # its redrives, in its own table
+        from pipeops.sidecar.live import runbook_history as sidecar_history
+
+        found = sidecar_history(resources, connection.client, datetime.now(UTC) - window)
+    else:
+        found = read_history(resources, connection, datetime.now(UTC) - window)
     if as_json:
         render.emit_json("runbook_history", {"since": since, **found.to_dict()})
     else:

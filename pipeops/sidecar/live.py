@@ -58,6 +58,13 @@ def history(sidecar: SidecarStack, client: Client, since: datetime) -> AuditHist
     return AuditStore(sidecar.SidecarTableName, client("dynamodb")).history(since, HISTORY_LIMIT)
 
 
+def runbook_history(sidecar: SidecarStack, client: Client, since: datetime) -> AuditHistory:
+    """The runbook actions taken on the sidecar (its DLQ redrives), newest first."""
+    from pipeline.stores.audit import AuditStream
+
+    return AuditStore(sidecar.SidecarTableName, client("dynamodb"), stream=AuditStream.RUNBOOK).history(since, HISTORY_LIMIT)
+
+
 @dataclass(frozen=True)
 class SidecarFinding:
     name: str

@@ -106,12 +106,14 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     assert moved.exit_code == 0, moved.output
     assert envelope(moved.output, "runbook")["verdict"] == "cleared" and DLQ in envelope(moved.output, "runbook")["moves"]
     eventually(lambda: succeeded(sandbox) == 1 and dlq_depth(sandbox) == 0, "the redriven document processed")
+    [redrive] = envelope(cli("runbook", "history", "--since", "1h", "--json").output, "runbook_history")["records"]
+    assert (redrive["action"], redrive["target"]) == ("move_back", DLQ)
 
     # The workflow's executions (none failed): read from every state machine the sidecar watches.
     failed = cli("failures", "--since", "1h", "--json")
     assert (failed.exit_code, envelope(failed.output, "failures")) == (0, [])
 
-    for command in (["jobs"], ["job", "show", "any"], ["runbook", "history"], ["upload", str(tmp_path)]):
+    for command in (["jobs"], ["job", "show", "any"], ["upload", str(tmp_path)]):
         refused = cli(*command)
         assert refused.exit_code == 2, (command, refused.output)
         assert "is the pipeops sidecar of 'counter-pipeline'" in " ".join(refused.output.split()), refused.output
