@@ -17,6 +17,7 @@ from pipeops.commands.common import (
     connect_any,
     fail,
 )
+from pipeops.render import ErrorCode
 from stack.resources import SidecarStack
 
 
@@ -43,7 +44,10 @@ def failures(
     if isinstance(resources, SidecarStack):  # every state machine the sidecar watches
         from pipeops.sidecar.live import target
 
-        machines = list(target(resources, connection.client).state_machine_arns)
+        try:
+            machines = list(target(resources, connection.client).state_machine_arns)
+        except Exception as exc:  # its reconciler cannot be read: say which, never a traceback
+            raise fail(f"cannot read what {resources.stack_name} watches: {type(exc).__name__}: {exc}", ErrorCode.FAILED) from None
     else:
         machines = [resources.StateMachineArn]
     sfn, start = connection.client("stepfunctions"), datetime.now(UTC) - window

@@ -183,6 +183,10 @@ def _sidecar_runbook(sidecar: SidecarStack, connection: Connection, runbook_id: 
         answer = sidecar_runbook(sidecar, connection.client, runbook_id, apply=apply)
     except NotOnSidecar as exc:
         raise fail(str(exc)) from None
+    except (typer.Abort, typer.Exit):
+        raise
+    except Exception as exc:  # what it watches cannot be read, or AWS refused: one line, never a traceback
+        raise fail(f"runbook {runbook_id} failed: {type(exc).__name__}: {exc}", ErrorCode.FAILED) from None
     if answer["verdict"] == "error":
         raise fail(f"runbook {runbook_id} failed: {answer['error']}", ErrorCode.FAILED)
     if as_json:

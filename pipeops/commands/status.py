@@ -14,7 +14,9 @@ from pipeops.commands.common import (
     RegionOption,
     StackOption,
     connect_any,
+    fail,
 )
+from pipeops.render import ErrorCode
 from stack.resources import SidecarStack
 
 
@@ -71,7 +73,10 @@ def _sidecar_status(client: Any, sidecar: SidecarStack, as_json: bool) -> None:
     """A sidecar stack: the watched counter, executions, queue and DLQs, its alarms; exit 1 when anything is wrong."""
     from pipeops.sidecar.live import status as sidecar_status
 
-    data = sidecar_status(sidecar, client)
+    try:
+        data = sidecar_status(sidecar, client)
+    except Exception as exc:  # an observation that cannot be made is an error, never "nothing wrong"
+        raise fail(f"sidecar status failed: {type(exc).__name__}: {exc}", ErrorCode.FAILED) from None
     if as_json:
         render.emit_json("sidecar_status", data)
     else:
