@@ -4,7 +4,8 @@ Two dashboards, generated into template.yaml beside the alarms (`pipeops templat
 
 - *Operations* (`<stack>-operations`): opens on what on-call needs first: the composite alarm's
   state, the alarms not OK (an alarm status widget filtered to ALARM and INSUFFICIENT_DATA: the
-  healthy ones are not listed), and the charts behind the critical alarms. Then the rest: backlog,
+  healthy ones are not listed), and the charts behind the critical alarms; then the objectives
+  (`dashboards/slo_row.py`: the 28-day error budget left, the burn rate per window). Then the rest: backlog,
   the semaphore, executions, throughput, run latency, the reconciler, the functions side by side,
   both tables, and every alarm's status in one widget at the bottom. Each alarm's threshold is
   drawn on the widget that shows its metric, as cdk-monitoring-constructs puts alarms beside their
@@ -44,6 +45,9 @@ from alarms.catalog import (
 from alarms.cloudformation import COMPOSITE
 from alarms.evaluate import Comparison
 from dashboards.limits import GRID_COLUMNS, MAX_ALARMS_PER_WIDGET
+from dashboards.slo_row import SECTION as OBJECTIVES_SECTION
+from dashboards.slo_row import Tile
+from dashboards.slo_row import tiles as objective_tiles
 from pipeline.stack import Function
 from pipeline.telemetry.aws_catalog import ResourceKind
 from pipeline.telemetry.catalog import CATALOG, Metric
@@ -64,6 +68,7 @@ CRITICAL_WIDTH, CHART_HEIGHT = 6, 6  # the charts behind the critical alarms, fo
 REST_WIDTH, REST_HEIGHT = 6, 5  # the rest: four a row, a little lower
 STATUS_HEIGHT = 3  # the composite's state and the alarms not OK, side by side
 COMPOSITE_WIDTH = 6
+OBJECTIVE_WIDTH, OBJECTIVE_HEIGHT = 3, 4  # the objectives row: a window's burn rate (the budget wider)
 ALARMS_PER_ROW = 8  # the every-alarm widget: four columns of names, two lines to a grid row
 NOT_OK_STATES = ("ALARM", "INSUFFICIENT_DATA")
 GROUPED_LABEL_MAX = 2  # more alarms than this on one threshold line: "9 …Errors alarms > 0"
@@ -337,6 +342,14 @@ class _Grid:
         self.items.append(widget(0, self.y))
         self.y += height
 
+    def tiles(self, widgets: Sequence[Callable[[int, int, int], dict[str, Any]]], widths: Sequence[int], height: int) -> None:
+        """One row of widgets, `widths` wide, each built by `widget(x, y, width)`."""
+        x = 0
+        for widget, width in zip(widgets, widths, strict=True):
+            self.items.append(widget(x, self.y, width))
+            x += width
+        self.y += height
+
     def section(self, markdown: str) -> None:
         self.full_width(lambda x, y: _text(markdown, x, y), 1)
 
@@ -530,6 +543,31 @@ def _latency() -> list[_Chart]:
     ]
 
 
+def _files_lost() -> list[_Chart]:
+    """The lost objective's gauge (none while the metric catalog has no FilesLost)."""
+    try:
+        metric = Metric("FilesLost")
+    except ValueError:
+        return []
+    return [_Chart("Files lost (in no run, past the deadline)", ours_by_emitter(metric, stat="Maximum"))]
+
+
+def _objectives(grid: _Grid) -> None:
+    """The objectives row (dashboards/slo_row.py): the 28-day budget, then the burn rate per window."""
+    grid.section(OBJECTIVES_SECTION)
+    found = objective_tiles()
+    budget_width = GRID_COLUMNS - OBJECTIVE_WIDTH * (len(found) - 1)
+
+    def placed(tile: Tile) -> Callable[[int, int, int], dict[str, Any]]:
+        return lambda x, y, width: tile.widget(x, y, width, OBJECTIVE_HEIGHT, sub("AWS::Region"))
+
+    grid.tiles(
+        [placed(tile) for tile in found],
+        [budget_width] + [OBJECTIVE_WIDTH] * (len(found) - 1),
+        OBJECTIVE_HEIGHT,
+    )
+
+
 def _reconciler() -> list[_Chart]:
     recon = Function.RECONCILER
     return [
@@ -701,7 +739,7 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
         ("## Dead-letter queues: each message is work that failed every retry", _dead_letter_queues()),
         (
             "## Throughput, run latency, stale work and the reconciler",
-            _throughput() + _latency() + _reconciler(),
+            _throughput() + _latency() + _reconciler() + _files_lost(),
         ),
         ("## Functions side by side, and p99 duration against each timeout", _functions(template)),
         ("## DynamoDB: throttles, and conditional writes refused (lost races, duplicates)", _tables()),
@@ -725,6 +763,7 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
     _status(specs, grid)
     grid.section("## Behind the critical alarms (the composite's): where a page starts")
     grid.charts(_sized(critical, CRITICAL_WIDTH, CHART_HEIGHT))
+    _objectives(grid)
     for markdown, charts in sections:
         rest = [chart for chart in charts if chart not in critical]
         if rest:

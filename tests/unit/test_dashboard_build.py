@@ -286,7 +286,9 @@ def test_the_charts_behind_the_critical_alarms_come_first_and_only_they() -> Non
 
 def test_the_page_is_far_shorter_than_a_tile_per_alarm_and_a_chart_row_per_function() -> None:
     rows_tall = max(w["y"] + w["height"] for w in OPERATIONS["widgets"])
-    assert rows_tall <= 68  # 40 px a row offline: about 2,700 px (it was 5,440 with 45 alarm tiles on top)
+    # 40 px a row offline: about 2,900 px (it was 5,440 with 45 alarm tiles on top); the objectives
+    # row takes 5 of them.
+    assert rows_tall <= 73
 
 
 # -- the run drill-down -------------------------------------------------------------------------

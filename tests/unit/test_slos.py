@@ -1,0 +1,250 @@
+"""The objectives (alarms/slos.py), their burn-rate alarms (alarms/slo_alarms.py) and the budget math."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from alarms.evaluate import AlarmRule, AlarmState, Comparison, TreatMissingData, evaluate
+from alarms.slo_alarms import (
+    BurnPair,
+    WindowAlarm,
+    burn_pairs,
+    burn_values,
+    page_pairs,
+    target_condition,
+)
+from alarms.slos import (
+    DEFAULT_TARGET,
+    POLICY,
+    SLO_TARGETS,
+    budget_remaining,
+    burn_rate,
+    exhaustion_seconds,
+    min_files,
+    target_problems,
+    threshold,
+)
+from pipeops.slo import build_report, trailing_sums
+from pipeops.template_build import TemplateBuildError, build_text, generated_resources
+from stack.template import TEMPLATE_PATH, load_template
+
+TEMPLATE = load_template()
+GENERATED = generated_resources(TEMPLATE)
+PAIRS = burn_pairs()
+WINDOWS = [(pair, window) for pair in PAIRS for window in pair.windows]
+
+
+def resolve_target(value: Any, target: str) -> Any:
+    """A `by_target` expression as CloudFormation would resolve it with SloTarget = `target`."""
+    if isinstance(value, dict) and "Fn::If" in value:
+        condition, when_true, when_false = value["Fn::If"]
+        chosen = when_true if condition == target_condition(target) else when_false
+        return resolve_target(chosen, target)
+    return value
+
+
+# -- the target ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", SLO_TARGETS)
+def test_every_allowed_target_is_one_the_alarms_work_at(target: str) -> None:
+    assert target_problems(target) == []
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("90", "too low: the 14.4x pair would need more than every file bad (14.4 x 0.1 >= 1); the target must be above 93.06%"),
+        ("93", "the target must be above 93.06%"),
+        ("99.96", "spends the 28-day budget in 16.128 minutes, before its first bad file can show (20 minutes"),
+        ("99.99", "the target must be below 99.9504%"),
+        ("100", "a 100% objective has no budget"),
+        ("0", "is not a target"),
+        ("ninety", "is not a number"),
+    ],
+)
+def test_a_target_the_alarms_cannot_work_at_is_rejected_with_the_reason(target: str, reason: str) -> None:
+    problems = target_problems(target)
+    assert problems and reason in " ".join(problems)
+
+
+def test_the_bounds_are_where_the_reasons_say() -> None:
+    assert target_problems("93.1") == [] and target_problems("93.05")  # 1 - 1/14.4 = 93.0556%
+    assert target_problems("99.95") == [] and target_problems("99.951")  # 1 - 20 min / 28 d = 99.9504%
+    # A longer deadline moves the upper bound down: 30 + 5 minutes -> 1 - 35/40320 = 99.913%.
+    assert target_problems("99.95", deadline_minutes=30)
+
+
+def test_the_template_build_fails_with_the_reason_for_a_target_the_alarms_cannot_work_at() -> None:
+    text = TEMPLATE_PATH.read_text(encoding="utf-8")
+    allowed = '    AllowedValues: ["95", "98", "99", "99.5", "99.9"]\n'
+    assert allowed in text
+    with pytest.raises(TemplateBuildError, match=re.escape("99.99% is too high")):
+        build_text(text.replace(allowed, '    AllowedValues: ["95", "98", "99", "99.5", "99.99"]\n'))
+    with pytest.raises(TemplateBuildError, match="must have AllowedValues"):
+        build_text(text.replace(allowed, '    AllowedValues: ["98", "99", "99.5", "99.9"]\n'))
+    with pytest.raises(TemplateBuildError, match=re.escape("add the condition `SloTarget99p5")):
+        build_text(text.replace('  SloTarget99p5: !Equals [!Ref SloTarget, "99.5"]\n', ""))
+
+
+# -- the policy and the generated alarms --------------------------------------------------------
+
+
+def test_the_thresholds_at_99_percent_are_the_workbooks() -> None:
+    assert [threshold(alert, "99") for alert in POLICY] == [0.144, 0.06, 0.03]
+    assert [threshold(alert, "99.9") for alert in POLICY] == [0.0144, 0.006, 0.003]
+    assert [(alert.long_seconds, alert.short_seconds) for alert in POLICY] == [(3600, 300), (21600, 1800), (86400, 7200)]
+    assert [round(alert.exhaustion_days, 2) for alert in POLICY] == [1.94, 4.67, 9.33]
+
+
+def test_the_long_windows_guard_keeps_one_bad_file_alone_below_the_threshold() -> None:
+    assert [min_files(alert, "99") for alert in POLICY] == [7, 17, 34]
+    assert [min_files(alert, "99.9") for alert in POLICY] == [70, 167, 334]
+    for target in SLO_TARGETS:
+        for alert in POLICY:
+            guard = min_files(alert, target)
+            assert 1 / guard < threshold(alert, target) <= 1 / (guard - 1)
+
+
+@pytest.mark.parametrize(("pair", "window"), WINDOWS, ids=lambda item: getattr(item, "logical_id", ""))
+def test_each_window_alarm_is_the_bad_share_against_burn_times_the_budget(pair: BurnPair, window: WindowAlarm) -> None:
+    properties = GENERATED[window.logical_id]["Properties"]
+    metrics = {query["Id"]: query for query in properties["Metrics"]}
+    assert [query["Id"] for query in properties["Metrics"] if query.get("ReturnData", True)] == ["burn"]
+    assert metrics["bad"]["Expression"] == "FILL(late, 0) + FILL(overdue, 0)"
+    assert metrics["total"]["Expression"] == "FILL(good, 0) + bad"
+    for target in SLO_TARGETS:
+        burn = resolve_target(metrics["burn"]["Expression"], target)
+        guard = resolve_target(burn["Fn::Sub"][1]["MinFiles"], target) if isinstance(burn, dict) else "1"
+        text = burn["Fn::Sub"][0] if isinstance(burn, dict) else burn
+        assert text.replace("${MinFiles}", guard) == f"IF(total >= {window.min_files(target)}, bad / total, 0)"
+        assert resolve_target(properties["Threshold"], target) == threshold(pair.alert, target)
+    stats = [query["MetricStat"] for query in properties["Metrics"] if "MetricStat" in query]
+    assert {stat["Period"] for stat in stats} == {window.seconds} and {stat["Stat"] for stat in stats} == {"Sum"}
+    assert {stat["Metric"]["MetricName"] for stat in stats} == {"FilesOnTime", "FilesLate", "FilesOverdue"}
+    assert (properties["EvaluationPeriods"], properties["DatapointsToAlarm"]) == (1, 1)
+    assert properties["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert properties["TreatMissingData"] == "notBreaching"
+    assert properties["ActionsEnabled"] is False and "AlarmActions" not in properties
+
+
+def test_each_pair_is_a_composite_of_its_windows_and_only_the_page_pairs_page() -> None:
+    for pair in PAIRS:
+        properties = GENERATED[pair.logical_id]["Properties"]
+        long, short = pair.windows
+        assert properties["AlarmRule"] == {"Fn::Sub": f'ALARM("${{{long.logical_id}}}") AND ALARM("${{{short.logical_id}}}")'}
+        assert properties["AlarmActions"] == [{"Ref": "AlarmStateTopic"}] == properties["OKActions"]
+    rule = GENERATED["PipelineUnhealthyAlarm"]["Properties"]["AlarmRule"]["Fn::Sub"]
+    assert [pair.name_suffix for pair in page_pairs(PAIRS)] == ["FilesOnTimeFastBurn", "FilesOnTimeSlowBurn"]
+    for pair in PAIRS:
+        assert (f'ALARM("${{{pair.logical_id}}}")' in rule) == (pair in page_pairs(PAIRS))
+        for window in pair.windows:
+            assert window.logical_id not in rule
+
+
+def test_each_description_names_severity_windows_burn_exhaustion_and_runbook() -> None:
+    fast = PAIRS[0].description("99", "https://example.test/runbooks")
+    assert fast.startswith("[page] The on-time objective (99% of files")
+    assert "14.4x or faster over both 1h and 5m" in fast and "gone in 1.9 days" in fast
+    assert fast.endswith("Runbook: https://example.test/runbooks/slo-burn.md")
+    assert PAIRS[2].description("99", "b").startswith("[ticket]") and "gone in 9.3 days" in PAIRS[2].description("99", "b")
+    for pair in PAIRS:
+        assert len(pair.description("99.9", "x" * 256)) <= 1024 - 120  # the window alarms prefix ~110 characters
+
+
+def replay(window: WindowAlarm, periods: tuple, previous: AlarmState = AlarmState.INSUFFICIENT_DATA) -> AlarmState:
+    """Stand-in until the evaluator reads metric math: the burn expression computed per period
+    (`burn_values`), then CloudWatch's rule on the resulting series."""
+    rule = AlarmRule(
+        name=window.name_suffix,
+        statistic="Sum",
+        period_seconds=window.seconds,
+        evaluation_periods=1,
+        datapoints_to_alarm=1,
+        threshold=window.threshold(),
+        comparison=Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=TreatMissingData.NOT_BREACHING,
+    )
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    values = burn_values(periods, window.min_files())
+    points = {start + timedelta(seconds=window.seconds * i): v for i, v in enumerate(values) if v is not None}
+    now = start + timedelta(seconds=window.seconds * len(values))
+    return evaluate(rule, points, now, previous).state
+
+
+@pytest.mark.parametrize(("pair", "window"), WINDOWS, ids=lambda item: getattr(item, "logical_id", ""))
+def test_each_window_fires_on_its_firing_series_and_stays_quiet_on_its_quiet_one(pair: BurnPair, window: WindowAlarm) -> None:
+    assert replay(window, window.fires_on) is AlarmState.ALARM
+    assert replay(window, window.quiet_on, AlarmState.ALARM) is AlarmState.OK
+
+
+def test_a_quiet_hour_with_one_late_file_does_not_page_but_a_busy_burning_hour_does() -> None:
+    fast_long = PAIRS[0].long
+    assert burn_values([(3, 1, None)], fast_long.min_files()) == (0.0,)
+    assert burn_values([(6, 1, None)], fast_long.min_files()) == (1 / 7,)  # 7 files: one bad alone is below 0.144
+    assert burn_values([(5, 2, None)], fast_long.min_files()) == (2 / 7,)  # two are not
+    assert burn_values([(None, None, None)], 1) == (None,)
+
+
+# -- the budget ---------------------------------------------------------------------------------
+
+
+def test_the_budget_math_by_hand() -> None:
+    # 99%: 1,000 files with 4 bad spend 4 of the 10 allowed: 60% left; a burn of 0.4.
+    assert budget_remaining(996, 4, "99") == pytest.approx(0.6)
+    assert burn_rate(996, 4, "99") == pytest.approx(0.4)
+    # 15 bad of 100 is a burn of 15 (above the fast pair's 14.4).
+    assert burn_rate(85, 15, "99") == pytest.approx(15.0)
+    # Overspent: 30 bad of 1,000 is three budgets: -200%.
+    assert budget_remaining(970, 30, "99") == pytest.approx(-2.0)
+    assert budget_remaining(0, 0, "99") == 1.0 and burn_rate(0, 0, "99") is None
+    # At 14.4x a whole budget lasts 28 d / 14.4 = 46.67 h; 60% of it 28 h.
+    assert exhaustion_seconds(14.4) / 3600 == pytest.approx(46.666, rel=1e-3)
+    assert exhaustion_seconds(14.4, 0.6) / 3600 == pytest.approx(28.0)
+    assert math.isinf(exhaustion_seconds(0))
+
+
+def test_the_report_per_window_and_the_time_to_exhaustion() -> None:
+    end = datetime(2026, 1, 2, tzinfo=UTC)
+    by_window = {300: (5, 1), 1800: (20, 2), 3600: (85, 15), 7200: (150, 15), 21600: (400, 20), 86400: (970, 20)}
+    report = build_report("99", end, by_window, (9_960, 40))
+    assert report.budget_remaining == pytest.approx(0.6)
+    hour = next(w for w in report.windows if w.window == "1h")
+    assert (hour.bad_share, hour.burn_rate) == (pytest.approx(0.15), pytest.approx(15.0))
+    # 60% of 28 days at a burn of 15: 0.6 * 672 h / 15 = 26.88 h.
+    assert report.exhaustion_hours == pytest.approx(26.88)
+    assert [(p.name, p.firing) for p in report.pairs] == [("FastBurn", True), ("SlowBurn", False), ("SteadyBurn", False)]
+
+
+def test_trailing_sums_take_the_buckets_that_start_inside_each_window() -> None:
+    end = datetime(2026, 1, 2, tzinfo=UTC)
+    points = [(end - timedelta(minutes=5), 1.0), (end - timedelta(minutes=30), 2.0), (end - timedelta(minutes=35), 4.0)]
+    assert trailing_sums(points, end, [300, 1800, 3600]) == {300: 1.0, 1800: 3.0, 3600: 7.0}
+
+
+def test_default_target_is_allowed() -> None:
+    assert DEFAULT_TARGET in SLO_TARGETS and TEMPLATE["Parameters"]["SloTarget"]["Default"] == DEFAULT_TARGET
+
+
+# -- the dashboard ------------------------------------------------------------------------------
+
+
+def test_the_operations_dashboard_opens_with_the_objectives_row() -> None:
+    from alarms.catalog import build_catalog
+    from dashboards.build import operations_body
+    from dashboards.limits import problems
+
+    body = operations_body(build_catalog(TEMPLATE), TEMPLATE)
+    titles = [w["properties"].get("title") for w in body["widgets"] if w["type"] == "metric"]
+    expected = ["Error budget left, last 28 days"] + [f"Burn rate, last {w}" for w in ("1d", "6h", "2h", "1h", "30m", "5m")]
+    assert titles[: len(expected)] == expected
+    budget = next(w for w in body["widgets"] if w["properties"].get("title") == expected[0])["properties"]
+    assert (budget["view"], budget["start"], budget["setPeriodToTimeRange"]) == ("singleValue", "-P28D", True)
+    assert budget["metrics"][-1] == [{"expression": "1 - share / (1 - ${SloTarget} / 100)", "id": "budget", "label": "share of the budget left"}]
+    row = [w for w in body["widgets"] if w["properties"].get("title") in expected]
+    assert problems({"widgets": row}) == []
