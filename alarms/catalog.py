@@ -571,20 +571,17 @@ def pipeline_alarms() -> list[AlarmSpec]:
 
 
 def lost_alarm() -> list[AlarmSpec]:
-    """The lost objective (`alarms.slos.LOST`), an invariant: any lost file pages. Empty while the
-    metric catalog has no FilesLost (an alarm on a metric nobody emits could never fire)."""
+    """The lost objective (`alarms.slos.LOST`), an invariant: any lost file pages."""
     [indicator] = LOST.bad
-    try:
-        metric = Metric(indicator.value)
-    except ValueError:
-        return []
+    metric = Metric(indicator.value)
     return [
         AlarmSpec(
             logical_id="FilesLostAlarm",
             summary="The reconciler found a file in no run and with no claim past its deadline: it will never be "
             "processed unless someone uploads or redrives it (the objective: no file is lost).",
             runbook=Runbook.FILE_LOST,
-            first_step="`pipeops reconcile` names the lost files; re-upload each with `pipeops upload`",
+            first_step="list the claims past the deadline in the unsettled-claims index, check each with `pipeops job show`, "
+            "then upload each lost file again (`pipeops upload`)",
             watched=_reconciler_metric(metric),
             statistic="Maximum",
             period=RECONCILE_RUN_SECONDS,

@@ -42,21 +42,9 @@ from runbooks.catalog import Runbook
 PREFIX = "FilesOnTime"
 Counts = tuple[float | None, float | None, float | None]  # one period's (good, late, overdue)
 
-# Who emits each indicator, until the metric catalog lists them (then CATALOG[...].emitters).
-_EXPECTED_EMITTERS: dict[Indicator, tuple[Function, ...]] = {
-    Indicator.ON_TIME: (Function.FINALIZE, Function.TRACKER),
-    Indicator.LATE: (Function.FINALIZE, Function.TRACKER),
-    Indicator.OVERDUE: (Function.RECONCILER,),
-    Indicator.LOST: (Function.RECONCILER,),
-}
-
-
 def emitters(indicator: Indicator) -> tuple[Function, ...]:
     """The functions that emit `indicator`, from the metric catalog."""
-    try:
-        return CATALOG[Metric(indicator.value)].emitters
-    except ValueError:
-        return _EXPECTED_EMITTERS[indicator]
+    return CATALOG[Metric(indicator.value)].emitters
 
 
 def indicator_metric(indicator: Indicator, emitter: Function) -> WatchedMetric:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
+from pipeline.telemetry.catalog import Metric
+
 TARGET_PARAMETER = "SloTarget"
 DEFAULT_TARGET = "99"
 SLO_TARGETS = ("95", "98", "99", "99.5", "99.9")
@@ -48,10 +50,10 @@ DEFAULT_RECONCILE_RUN_MINUTES = 5
 class Indicator(StrEnum):
     """The indicator metrics (`pipeline.telemetry.catalog`), by name."""
 
-    ON_TIME = "FilesOnTime"
-    LATE = "FilesLate"
-    OVERDUE = "FilesOverdue"
-    LOST = "FilesLost"
+    ON_TIME = Metric.FILES_ON_TIME.value
+    LATE = Metric.FILES_LATE.value
+    OVERDUE = Metric.FILES_OVERDUE.value
+    LOST = Metric.FILES_LOST.value
 
 
 class Severity(StrEnum):

@@ -21,6 +21,7 @@ from alarms.slo_alarms import emitters
 from alarms.slos import (
     BUDGET_DAYS,
     DAY_SECONDS,
+    DEFAULT_FILE_DEADLINE_MINUTES,
     POLICY,
     WINDOWS,
     Indicator,
@@ -176,9 +177,18 @@ def window_end(now: datetime) -> datetime:
     return datetime.fromtimestamp(epoch - epoch % BUCKET_SECONDS, UTC)
 
 
-def slo_report(cloudwatch: Any, functions: Mapping[str, str], stage: str, target: str, now: datetime) -> SloReport:
-    """The objective's report at `now`. Raises ValueError for a target the alarms cannot work at."""
-    problems = target_problems(target)
+def slo_report(
+    cloudwatch: Any,
+    functions: Mapping[str, str],
+    stage: str,
+    target: str,
+    now: datetime,
+    *,
+    deadline_minutes: int = DEFAULT_FILE_DEADLINE_MINUTES,
+) -> SloReport:
+    """The objective's report at `now`. Raises ValueError for a target the alarms cannot work at
+    (with the deployed FileDeadlineMinutes)."""
+    problems = target_problems(target, deadline_minutes=deadline_minutes)
     if problems:
         raise ValueError("; ".join(problems))
     end = window_end(now)

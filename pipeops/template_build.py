@@ -48,12 +48,19 @@ def check_schedule(template: Mapping[str, Any]) -> None:
 def check_slo_target(template: Mapping[str, Any]) -> None:
     """The burn alarms' thresholds are picked by conditions on SloTarget: the template must allow
     exactly the targets the objectives handle, each one a target the alarms can work at."""
+    from alarms.catalog import RECONCILE_RUN_SECONDS
     from alarms.slo_alarms import check_conditions
     from alarms.slos import DEFAULT_TARGET, SLO_TARGETS, TARGET_PARAMETER, target_problems
 
-    parameter = template.get("Parameters", {}).get(TARGET_PARAMETER, {})
+    parameters = template.get("Parameters", {})
+    parameter = parameters.get(TARGET_PARAMETER, {})
     allowed = [str(value) for value in parameter.get("AllowedValues", [])]
-    problems = [problem for target in allowed for problem in target_problems(target)]
+    deadline = int(parameters.get("FileDeadlineMinutes", {}).get("Default", 15))
+    problems = [
+        problem
+        for target in allowed
+        for problem in target_problems(target, deadline_minutes=deadline, reconcile_minutes=RECONCILE_RUN_SECONDS // 60)
+    ]
     if problems:
         raise TemplateBuildError(f"template.yaml: {TARGET_PARAMETER}: {'; '.join(problems)}")
     if allowed != list(SLO_TARGETS) or str(parameter.get("Default")) != DEFAULT_TARGET:

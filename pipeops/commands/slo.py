@@ -35,7 +35,7 @@ def slo(
 ) -> None:
     """The on-time objective: the bad share and burn rate over each alarm window, the error budget
     left over 28 days, and the time until it is gone at the current burn (from CloudWatch)."""
-    from alarms.slos import DEFAULT_TARGET, TARGET_PARAMETER
+    from alarms.slos import DEFAULT_FILE_DEADLINE_MINUTES, DEFAULT_TARGET, TARGET_PARAMETER
     from pipeline.stack import Function
     from pipeops.dashboard import stack_parameters
     from pipeops.slo import slo_report
@@ -46,7 +46,12 @@ def slo(
     functions = {function.value: getattr(resources, f"{function.value}Name") for function in Function}
     try:
         report = slo_report(
-            connection.client("cloudwatch"), functions, parameters.get("Stage") or "dev", chosen, datetime.now(UTC)
+            connection.client("cloudwatch"),
+            functions,
+            parameters.get("Stage") or "dev",
+            chosen,
+            datetime.now(UTC),
+            deadline_minutes=int(parameters.get("FileDeadlineMinutes") or DEFAULT_FILE_DEADLINE_MINUTES),
         )
     except ValueError as exc:
         raise fail(f"--target {chosen}: {exc}") from None

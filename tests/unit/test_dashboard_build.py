@@ -135,6 +135,8 @@ def test_every_metric_row_is_catalogued_with_the_dimensions_it_is_emitted_with()
     resources_ = TEMPLATE["Resources"]
     for widget in charts(OPERATIONS):
         for query in rows(widget):
+            if query.expression is not None:
+                continue  # metric math (the objectives row) over the rows checked here
             where = f"{widget['properties']['title']}: {query.name}"
             dimensions = dict(query.dimensions)
             assert len(dimensions) == len(query.dimensions), where
@@ -286,9 +288,9 @@ def test_the_charts_behind_the_critical_alarms_come_first_and_only_they() -> Non
 
 def test_the_page_is_far_shorter_than_a_tile_per_alarm_and_a_chart_row_per_function() -> None:
     rows_tall = max(w["y"] + w["height"] for w in OPERATIONS["widgets"])
-    # 40 px a row offline: about 2,900 px (it was 5,440 with 45 alarm tiles on top); the objectives
-    # row takes 5 of them.
-    assert rows_tall <= 73
+    # 40 px a row offline: about 3,100 px (it was 5,440 with 45 alarm tiles on top); the objectives
+    # row takes 5 of them, and FilesLost's chart one more row of critical charts.
+    assert rows_tall <= 78
 
 
 # -- the run drill-down -------------------------------------------------------------------------

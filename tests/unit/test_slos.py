@@ -234,7 +234,7 @@ def test_default_target_is_allowed() -> None:
 # -- the dashboard ------------------------------------------------------------------------------
 
 
-def test_the_operations_dashboard_opens_with_the_objectives_row() -> None:
+def test_the_operations_dashboard_shows_the_objectives_row_after_the_critical_charts() -> None:
     from alarms.catalog import build_catalog
     from dashboards.build import operations_body
     from dashboards.limits import problems
@@ -242,7 +242,9 @@ def test_the_operations_dashboard_opens_with_the_objectives_row() -> None:
     body = operations_body(build_catalog(TEMPLATE), TEMPLATE)
     titles = [w["properties"].get("title") for w in body["widgets"] if w["type"] == "metric"]
     expected = ["Error budget left, last 28 days"] + [f"Burn rate, last {w}" for w in ("1d", "6h", "2h", "1h", "30m", "5m")]
-    assert titles[: len(expected)] == expected
+    start = titles.index(expected[0])
+    assert titles[start : start + len(expected)] == expected
+    assert "Files lost (in no run, past the deadline)" in titles[:start]  # a critical alarm's chart
     budget = next(w for w in body["widgets"] if w["properties"].get("title") == expected[0])["properties"]
     assert (budget["view"], budget["start"], budget["setPeriodToTimeRange"]) == ("singleValue", "-P28D", True)
     assert budget["metrics"][-1] == [{"expression": "1 - share / (1 - ${SloTarget} / 100)", "id": "budget", "label": "share of the budget left"}]
