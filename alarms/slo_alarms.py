@@ -198,8 +198,17 @@ def _metric_stats(indicator: Indicator, query_id: str, seconds: int) -> list[dic
     if len(sources) == 1:
         return [stat(query_id, sources[0])]
     parts = [stat(f"{query_id}{i}", emitter) for i, emitter in enumerate(sources, 1)]
-    summed = " + ".join(f"FILL({part['Id']}, 0)" for part in parts)
-    return [*parts, {"Id": query_id, "Expression": summed, "ReturnData": False}]
+    summed = ", ".join(f"FILL({part['Id']}, 0)" for part in parts)
+    return [*parts, {"Id": query_id, "Expression": f"SUM([{summed}])", "ReturnData": False}]
+
+
+# SUM over an array adds the members that have a value in a period, where `+` of a series that
+# has none in the range (FILL has nothing to fill) is empty: the indicators are published only
+# when they count something (the tracker sends FilesOnTime or FilesLate for a run, never both;
+# a report-only reconciler sends no FilesOverdue), so an outage with only late files, or files
+# only overdue, must still give a total.
+BAD_EXPRESSION = "SUM([FILL(late, 0), FILL(overdue, 0)])"
+TOTAL_EXPRESSION = "SUM([FILL(good, 0), bad])"
 
 
 def metrics(window: WindowAlarm) -> list[dict[str, Any]]:
@@ -214,8 +223,8 @@ def metrics(window: WindowAlarm) -> list[dict[str, Any]]:
         *_metric_stats(Indicator.ON_TIME, "good", window.seconds),
         *_metric_stats(Indicator.LATE, "late", window.seconds),
         *_metric_stats(Indicator.OVERDUE, "overdue", window.seconds),
-        {"Id": "bad", "Expression": "FILL(late, 0) + FILL(overdue, 0)", "ReturnData": False},
-        {"Id": "total", "Expression": "FILL(good, 0) + bad", "ReturnData": False},
+        {"Id": "bad", "Expression": BAD_EXPRESSION, "ReturnData": False},
+        {"Id": "total", "Expression": TOTAL_EXPRESSION, "ReturnData": False},
         {"Id": "burn", "Expression": burn, "Label": "bad share of the files due", "ReturnData": True},
     ]
 
@@ -283,8 +292,8 @@ def check_conditions(template: Mapping[str, Any]) -> list[str]:
 
 
 def burn_values(periods: Sequence[Counts], guard: int) -> tuple[float | None, ...]:
-    """The `burn` expression per period, for the replay of the examples: FILL(x, 0) fills a period
-    missing from one series while another has a datapoint; a period with none at all has none."""
+    """The `burn` expression per period, for the replay of the examples: SUM adds the members with
+    a value (a series missing from a period counts 0 there); a period with none at all has none."""
     values: list[float | None] = []
     for good, late, overdue in periods:
         if good is None and late is None and overdue is None:

@@ -54,10 +54,11 @@ def _counts(seconds: int) -> list[list[Any]]:
             rows.append(
                 [watched.namespace, watched.name, *flat, {"stat": "Sum", "period": seconds, "id": part_id, "visible": False}]
             )
-        summed = " + ".join(f"FILL({part}, 0)" for part in parts)
-        rows.append([{"expression": summed, "id": query_id, "visible": False}])
-    rows.append([{"expression": "late + overdue", "id": "bad", "visible": False}])
-    rows.append([{"expression": "good + bad", "id": "total", "visible": False}])
+        summed = ", ".join(f"FILL({part}, 0)" for part in parts)
+        rows.append([{"expression": f"SUM([{summed}])", "id": query_id, "visible": False}])
+    # SUM adds the members that have a value (alarms/slo_alarms.py BAD_EXPRESSION says why).
+    rows.append([{"expression": "SUM([late, overdue])", "id": "bad", "visible": False}])
+    rows.append([{"expression": "SUM([good, bad])", "id": "total", "visible": False}])
     rows.append([{"expression": "bad / total", "id": "share", "label": "bad share of the files due"}])
     return rows
 

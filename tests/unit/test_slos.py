@@ -116,8 +116,8 @@ def test_each_window_alarm_is_the_bad_share_against_burn_times_the_budget(pair: 
     properties = GENERATED[window.logical_id]["Properties"]
     metrics = {query["Id"]: query for query in properties["Metrics"]}
     assert [query["Id"] for query in properties["Metrics"] if query.get("ReturnData", True)] == ["burn"]
-    assert metrics["bad"]["Expression"] == "FILL(late, 0) + FILL(overdue, 0)"
-    assert metrics["total"]["Expression"] == "FILL(good, 0) + bad"
+    assert metrics["bad"]["Expression"] == "SUM([FILL(late, 0), FILL(overdue, 0)])"
+    assert metrics["total"]["Expression"] == "SUM([FILL(good, 0), bad])"
     for target in SLO_TARGETS:
         burn = resolve_target(metrics["burn"]["Expression"], target)
         guard = resolve_target(burn["Fn::Sub"][1]["MinFiles"], target) if isinstance(burn, dict) else "1"
