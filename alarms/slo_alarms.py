@@ -288,23 +288,6 @@ def check_conditions(template: Mapping[str, Any]) -> list[str]:
     ]
 
 
-# -- replay -------------------------------------------------------------------------------------
-
-
-def burn_values(periods: Sequence[Counts], guard: int) -> tuple[float | None, ...]:
-    """The `burn` expression per period, for the replay of the examples: SUM adds the members with
-    a value (a series missing from a period counts 0 there); a period with none at all has none."""
-    values: list[float | None] = []
-    for good, late, overdue in periods:
-        if good is None and late is None and overdue is None:
-            values.append(None)
-            continue
-        bad = (late or 0) + (overdue or 0)
-        total = (good or 0) + bad
-        values.append(bad / total if total >= guard else 0.0)
-    return tuple(values)
-
-
 # -- documentation ------------------------------------------------------------------------------
 
 

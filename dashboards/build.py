@@ -501,6 +501,15 @@ def _throughput() -> list[_Chart]:
             ],
         ),
         _Chart(
+            "Files against their deadline: on time, late, overdue, lost",
+            [
+                ours(Metric.FILES_ON_TIME, Function.TRACKER, label="on time"),
+                ours(Metric.FILES_LATE, Function.TRACKER, label="late"),
+                ours(Metric.FILES_OVERDUE, Function.RECONCILER, label="overdue"),
+                ours(Metric.FILES_LOST, Function.RECONCILER, stat="Maximum", label="lost"),
+            ],
+        ),
+        _Chart(
             "Runs succeeded and failed",
             [
                 ours(Metric.JOBS_SUCCEEDED, Function.TRACKER, label="succeeded"),
@@ -541,11 +550,6 @@ def _latency() -> list[_Chart]:
             ],
         ),
     ]
-
-
-def _files_lost() -> list[_Chart]:
-    """The lost objective's gauge."""
-    return [_Chart("Files lost (in no run, past the deadline)", ours_by_emitter(Metric.FILES_LOST, stat="Maximum"))]
 
 
 def _objectives(grid: _Grid) -> None:
@@ -735,7 +739,7 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
         ("## Dead-letter queues: each message is work that failed every retry", _dead_letter_queues()),
         (
             "## Throughput, run latency, stale work and the reconciler",
-            _throughput() + _latency() + _reconciler() + _files_lost(),
+            _throughput() + _latency() + _reconciler(),
         ),
         ("## Functions side by side, and p99 duration against each timeout", _functions(template)),
         ("## DynamoDB: throttles, and conditional writes refused (lost races, duplicates)", _tables()),

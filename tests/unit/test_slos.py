@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from alarms.evaluate import AlarmRule, AlarmState, Comparison, TreatMissingData, evaluate
+from alarms.evaluate import AlarmRule, AlarmState, evaluate_math
 from alarms.slo_alarms import (
     BurnPair,
     WindowAlarm,
     burn_pairs,
-    burn_values,
     page_pairs,
     target_condition,
 )
@@ -155,24 +154,32 @@ def test_each_description_names_severity_windows_burn_exhaustion_and_runbook() -
     assert PAIRS[2].description("99", "b").startswith("[ticket]") and "gone in 9.3 days" in PAIRS[2].description("99", "b")
 
 
+def deployed_rule(window: WindowAlarm, target: str = DEFAULT_TARGET) -> AlarmRule:
+    """The evaluator's rule of the window alarm as the template deploys it with SloTarget = `target`."""
+    properties = dict(GENERATED[window.logical_id]["Properties"])
+    metrics = []
+    for query in properties["Metrics"]:
+        expression = resolve_target(query.get("Expression"), target)
+        if isinstance(expression, dict):  # Fn::Sub with the guard
+            text, variables = expression["Fn::Sub"]
+            expression = text.replace("${MinFiles}", resolve_target(variables["MinFiles"], target))
+        metrics.append(query | ({"Expression": expression} if expression is not None else {}))
+    properties |= {"AlarmName": window.name_suffix, "Metrics": metrics}
+    properties["Threshold"] = resolve_target(properties["Threshold"], target)
+    return AlarmRule.from_put_metric_alarm(properties)
+
+
 def replay(window: WindowAlarm, periods: tuple, previous: AlarmState = AlarmState.INSUFFICIENT_DATA) -> AlarmState:
-    """Stand-in until the evaluator reads metric math: the burn expression computed per period
-    (`burn_values`), then CloudWatch's rule on the resulting series."""
-    rule = AlarmRule(
-        name=window.name_suffix,
-        statistic="Sum",
-        period_seconds=window.seconds,
-        evaluation_periods=1,
-        datapoints_to_alarm=1,
-        threshold=window.threshold(),
-        comparison=Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treat_missing_data=TreatMissingData.NOT_BREACHING,
-    )
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    values = burn_values(periods, window.min_files())
-    points = {start + timedelta(seconds=window.seconds * i): v for i, v in enumerate(values) if v is not None}
-    now = start + timedelta(seconds=window.seconds * len(values))
-    return evaluate(rule, points, now, previous).state
+    """The example periods (one window each, oldest first) through the evaluator's metric math,
+    on the alarm as deployed: each period's (good, late, overdue) as the three queries' Sums."""
+    rule = deployed_rule(window)
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    moments = [now - timedelta(seconds=window.seconds * (len(periods) - i)) + timedelta(seconds=1) for i in range(len(periods))]
+    datapoints = {
+        query_id: {moment: value[k] for moment, value in zip(moments, periods, strict=True) if value[k] is not None}
+        for k, query_id in enumerate(("good", "late", "overdue"))
+    }
+    return evaluate_math(rule, datapoints, now, previous).state
 
 
 @pytest.mark.parametrize(("pair", "window"), WINDOWS, ids=lambda item: getattr(item, "logical_id", ""))
@@ -183,10 +190,30 @@ def test_each_window_fires_on_its_firing_series_and_stays_quiet_on_its_quiet_one
 
 def test_a_quiet_hour_with_one_late_file_does_not_page_but_a_busy_burning_hour_does() -> None:
     fast_long = PAIRS[0].long
-    assert burn_values([(3, 1, None)], fast_long.min_files()) == (0.0,)
-    assert burn_values([(6, 1, None)], fast_long.min_files()) == (1 / 7,)  # 7 files: one bad alone is below 0.144
-    assert burn_values([(5, 2, None)], fast_long.min_files()) == (2 / 7,)  # two are not
-    assert burn_values([(None, None, None)], 1) == (None,)
+    assert replay(fast_long, ((3, 1, None),)) is AlarmState.OK  # 4 files: below the guard
+    assert replay(fast_long, ((6, 1, None),)) is AlarmState.OK  # 7 files: one bad alone is below 0.144
+    assert replay(fast_long, ((5, 2, None),)) is AlarmState.ALARM  # two are not
+    # Only late files published (the tracker sends FilesOnTime or FilesLate for a run, never both):
+    # the total is still the late files, so an outage pages.
+    assert replay(fast_long, ((None, 8, None),)) is AlarmState.ALARM
+    assert replay(fast_long, ((None, None, 8),)) is AlarmState.ALARM  # only overdue
+    assert replay(PAIRS[0].short, ((None, 1, None),)) is AlarmState.ALARM  # the short window needs one file
+
+
+@pytest.mark.parametrize("target", SLO_TARGETS)
+def test_the_deployed_guard_and_threshold_follow_the_target(target: str) -> None:
+    fast_long = PAIRS[0].long
+    rule = deployed_rule(fast_long, target)
+    guard = min_files(PAIRS[0].alert, target)
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    moment = now - timedelta(minutes=30)
+
+    def state(good: float, late: float) -> AlarmState:
+        return evaluate_math(rule, {"good": {moment: good}, "late": {moment: late}}, now).state
+
+    assert state(guard - 2, 1) is AlarmState.OK  # below the guard: 0
+    assert state(guard - 1, 1) is AlarmState.OK  # at the guard, one bad file is below the threshold
+    assert state(guard - 2, 2) is AlarmState.ALARM
 
 
 # -- the budget ---------------------------------------------------------------------------------
@@ -242,7 +269,8 @@ def test_the_operations_dashboard_shows_the_objectives_row_after_the_critical_ch
     expected = ["Error budget left, last 28 days"] + [f"Burn rate, last {w}" for w in ("1d", "6h", "2h", "1h", "30m", "5m")]
     start = titles.index(expected[0])
     assert titles[start : start + len(expected)] == expected
-    assert "Files lost (in no run, past the deadline)" in titles[:start]  # a critical alarm's chart
+    # FilesLost's chart carries a critical alarm: it comes first.
+    assert "Files against their deadline: on time, late, overdue, lost" in titles[:start]
     budget = next(w for w in body["widgets"] if w["properties"].get("title") == expected[0])["properties"]
     assert (budget["view"], budget["start"], budget["setPeriodToTimeRange"]) == ("singleValue", "-P28D", True)
     assert budget["metrics"][-1] == [{"expression": "1 - share / (1 - ${SloTarget} / 100)", "id": "budget", "label": "share of the budget left"}]
