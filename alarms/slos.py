@@ -190,6 +190,18 @@ def target_problems(target: str, *, deadline_minutes: int = DEFAULT_FILE_DEADLIN
     return found
 
 
+def time_to_fire_seconds(alert: BurnAlert, target: str, error_rate: float) -> float | None:
+    """Seconds from the first bad file counted to the pair firing, at a steady `error_rate` (the
+    bad share of the files due) with files enough for the guard: the long window's share reaches
+    the threshold after threshold / error_rate of the window (the short window's share is the
+    error rate from its first file). None: this error rate never fires the pair. Files count bad
+    only past their deadline, so add FileDeadlineMinutes to time it from the start of an outage."""
+    limit = threshold(alert, target)
+    if error_rate < limit:
+        return None
+    return alert.long_seconds * limit / error_rate
+
+
 # -- the budget, from counts ---------------------------------------------------------------------
 
 

@@ -4,8 +4,8 @@ late file alone pages nothing; files all late page through the fast burn pair.""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest

@@ -27,6 +27,7 @@ from alarms.slos import (
     min_files,
     target_problems,
     threshold,
+    time_to_fire_seconds,
 )
 from pipeops.slo import build_report, trailing_sums
 from pipeops.template_build import TemplateBuildError, build_text, generated_resources
@@ -293,3 +294,14 @@ def test_alarms_list_names_the_burn_alarms_runbook() -> None:
     assert runbook_of("pipeops-FilesOnTimeSteadyBurn2h", "pipeops") == "slo-burn"
     assert runbook_of("pipeops-FilesLost", "pipeops") == "file-lost"
     assert runbook_of("other-FilesOnTimeFastBurn", "pipeops") == ""
+
+
+def test_the_time_to_fire_at_a_steady_error_rate() -> None:
+    fast, slow, steady = POLICY
+    # Every file bad: 14.4% of the sliding hour, 8.64 minutes; 6% of 6 h, 21.6 min; 3% of a day, 43.2 min.
+    assert time_to_fire_seconds(fast, "99", 1.0) == pytest.approx(518.4)
+    assert time_to_fire_seconds(slow, "99", 1.0) == pytest.approx(1296)
+    assert time_to_fire_seconds(steady, "99", 1.0) == pytest.approx(2592)
+    # Half the files bad: twice as long; 10% bad never fires the fast pair (below 14.4%).
+    assert time_to_fire_seconds(fast, "99", 0.5) == pytest.approx(1036.8)
+    assert time_to_fire_seconds(fast, "99", 0.10) is None and time_to_fire_seconds(slow, "99", 0.10) == pytest.approx(12960)
