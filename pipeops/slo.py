@@ -28,6 +28,7 @@ from alarms.slos import (
     budget_remaining,
     burn_rate,
     exhaustion_seconds,
+    min_files,
     target_problems,
     window_label,
 )
@@ -54,7 +55,7 @@ class PairStatus:
     name: str
     severity: str
     burn_rate: float
-    firing: bool  # both windows at or above the pair's burn (the guard aside: `pipeops alarms list` has the state)
+    firing: bool  # both windows at or above the pair's burn, the long one with its minimum of files
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,11 @@ def window_status(seconds: int, good: float, bad: float, target: str, remaining:
     )
 
 
+def _breaches(window: WindowStatus, rate: float, guard: int) -> bool:
+    """As the window alarm decides: at least `guard` files, and the burn at `rate` or above."""
+    return window.good + window.bad >= guard and (window.burn_rate or 0) >= rate
+
+
 def build_report(
     target: str,
     end: datetime,
@@ -103,7 +109,8 @@ def build_report(
             name=alert.name,
             severity=alert.severity.value,
             burn_rate=alert.burn_rate,
-            firing=all((by_seconds[w].burn_rate or 0) >= alert.burn_rate for w in alert.windows),
+            firing=_breaches(by_seconds[alert.long_seconds], alert.burn_rate, min_files(alert, target))
+            and _breaches(by_seconds[alert.short_seconds], alert.burn_rate, 1),
         )
         for alert in POLICY
     ]

@@ -245,6 +245,9 @@ def test_the_report_per_window_and_the_time_to_exhaustion() -> None:
     # 60% of 28 days at a burn of 15: 0.6 * 672 h / 15 = 26.88 h.
     assert report.exhaustion_hours == pytest.approx(26.88)
     assert [(p.name, p.firing) for p in report.pairs] == [("FastBurn", True), ("SlowBurn", False), ("SteadyBurn", False)]
+    # The same burn in an hour of 5 files is below the fast pair's guard (7): not firing.
+    quiet = build_report("99", end, by_window | {3600: (4, 1)}, (9_960, 40))
+    assert quiet.pairs[0].firing is False
 
 
 def test_trailing_sums_take_the_buckets_that_start_inside_each_window() -> None:
