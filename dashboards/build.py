@@ -44,6 +44,7 @@ from alarms.catalog import (
 )
 from alarms.cloudformation import COMPOSITE
 from alarms.evaluate import Comparison
+from alarms.slo_alarms import burn_pairs, names_of
 from dashboards.limits import GRID_COLUMNS, MAX_ALARMS_PER_WIDGET
 from dashboards.slo_row import SECTION as OBJECTIVES_SECTION
 from dashboards.slo_row import Tile
@@ -671,15 +672,16 @@ def _chunks(arns: Sequence[str]) -> list[Sequence[str]]:
     ]
 
 
-def _status(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
-    """The composite's state, and beside it every alarm that is not OK (the healthy ones are not listed)."""
+def _status(specs: Sequence[AlarmSpec], grid: _Grid, pairs: Sequence[str] = ()) -> None:
+    """The composite's state, and beside it every alarm that is not OK (the healthy ones are not
+    listed), the objectives' burn pairs with them (`pairs`: suffixes; a window alone means nothing)."""
     composite = alarm_arn(COMPOSITE.removesuffix("Alarm"))
     grid.items.append(
         _alarm_widget("Pipeline health (any critical alarm)", [composite], COMPOSITE_WIDTH, STATUS_HEIGHT)(
             0, grid.y
         )
     )
-    chunks = _chunks([alarm_arn(spec.name_suffix) for spec in specs])
+    chunks = _chunks([alarm_arn(spec.name_suffix) for spec in specs] + [alarm_arn(pair) for pair in pairs])
     width = (GRID_COLUMNS - COMPOSITE_WIDTH) // len(chunks)
     for number, chunk in enumerate(chunks):
         title = "Alarms not OK (ALARM first; OK ones not listed)" + (
@@ -693,8 +695,10 @@ def _status(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
     grid.y += STATUS_HEIGHT
 
 
-def _all_alarms(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
+def _all_alarms(specs: Sequence[AlarmSpec], grid: _Grid, others: Sequence[str] = ()) -> None:
+    """Every alarm: the composite, the catalog's, then `others` (suffixes: the burn alarms)."""
     arns = [alarm_arn(COMPOSITE.removesuffix("Alarm"))] + [alarm_arn(spec.name_suffix) for spec in specs]
+    arns += [alarm_arn(other) for other in others]
     chunks = _chunks(arns)
     for number, chunk in enumerate(chunks, 1):
         title = "Every alarm (ALARM first)" + (f" {number}/{len(chunks)}" if len(chunks) > 1 else "")
@@ -760,7 +764,8 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
         ),
         2,
     )
-    _status(specs, grid)
+    pairs = burn_pairs()
+    _status(specs, grid, [pair.name_suffix for pair in pairs])
     grid.section("## Behind the critical alarms (the composite's): where a page starts")
     grid.charts(_sized(critical, CRITICAL_WIDTH, CHART_HEIGHT))
     _objectives(grid)
@@ -770,7 +775,7 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
             grid.section(markdown)
             grid.charts(_sized(rest, REST_WIDTH, REST_HEIGHT))
     grid.section("## Every alarm")
-    _all_alarms(specs, grid)
+    _all_alarms(specs, grid, [name for pair in pairs for name in names_of(pair.runbook, [pair])])
     return {"start": DEFAULT_START, "periodOverride": "inherit", "widgets": grid.widgets()}
 
 
