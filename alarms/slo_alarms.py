@@ -246,7 +246,9 @@ def window_resource(pair: BurnPair, window: WindowAlarm) -> dict[str, Any]:
             "Threshold": by_target(window.threshold),
             "ComparisonOperator": "GreaterThanOrEqualToThreshold",
             "TreatMissingData": "notBreaching",
-            "ActionsEnabled": False,
+            # Enabled with no action: `pipeops doctor` (alert-delivery) holds every alarm's actions
+            # enabled, and the window has none to run.
+            "ActionsEnabled": True,
         },
     }
 

@@ -130,7 +130,7 @@ def test_each_window_alarm_is_the_bad_share_against_burn_times_the_budget(pair: 
     assert (properties["EvaluationPeriods"], properties["DatapointsToAlarm"]) == (1, 1)
     assert properties["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert properties["TreatMissingData"] == "notBreaching"
-    assert properties["ActionsEnabled"] is False and "AlarmActions" not in properties
+    assert not {"AlarmActions", "OKActions", "InsufficientDataActions"} & set(properties)  # the pair notifies
 
 
 def test_each_pair_is_a_composite_of_its_windows_and_only_the_page_pairs_page() -> None:
