@@ -90,9 +90,11 @@ def _objectives() -> list[str]:
         "",
         f"The on-time objective: `{TARGET_PARAMETER}` percent ({DEFAULT_TARGET} by default; one of "
         f"{', '.join(SLO_TARGETS)}) of the files due in {BUDGET_DAYS} days done within `FileDeadlineMinutes`. "
-        "Unlike the alarms above, each window alarm is metric math over three metrics, summed over their "
-        "emitting functions: the bad share (FilesLate + FilesOverdue) / (FilesOnTime + FilesLate + FilesOverdue), "
-        "0 below a minimum of files, compared with burn rate x (1 - target). A pair is a composite of its two "
+        "Unlike the alarms above, each window alarm is metric math over three metrics, added with `SUM([...])` "
+        "(each indicator is published only when it counts something): the bad share (FilesLate + FilesOverdue) / "
+        "(FilesOnTime + FilesLate + FilesOverdue), 0 below a minimum of files (the long window's: the fewest at "
+        "which one bad file alone stays below the threshold; the short window's: one), compared with burn rate x "
+        "(1 - target). A pair is a composite of its two "
         "windows; only the composite notifies (the state topic), and a page pair is a child of "
         "`PipelineUnhealthy`. The SRE workbook's ticket pair (3x over 3 days and 6 hours) is 1 day and 2 hours "
         "here: a CloudWatch alarm cannot look back further than a day. Thresholds at the default target:",

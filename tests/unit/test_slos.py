@@ -308,3 +308,11 @@ def test_the_time_to_fire_at_a_steady_error_rate() -> None:
     # Half the files bad: twice as long; 10% bad never fires the fast pair (below 14.4%).
     assert time_to_fire_seconds(fast, "99", 0.5) == pytest.approx(1036.8)
     assert time_to_fire_seconds(fast, "99", 0.10) is None and time_to_fire_seconds(slow, "99", 0.10) == pytest.approx(12960)
+
+
+def test_the_target_checks_defaults_are_the_templates_and_the_catalogs() -> None:
+    from alarms.catalog import RECONCILE_RUN_SECONDS
+    from alarms.slos import DEFAULT_FILE_DEADLINE_MINUTES, DEFAULT_RECONCILE_RUN_MINUTES
+
+    assert DEFAULT_RECONCILE_RUN_MINUTES * 60 == RECONCILE_RUN_SECONDS
+    assert TEMPLATE["Parameters"]["FileDeadlineMinutes"]["Default"] == DEFAULT_FILE_DEADLINE_MINUTES
