@@ -316,3 +316,12 @@ def test_the_target_checks_defaults_are_the_templates_and_the_catalogs() -> None
 
     assert DEFAULT_RECONCILE_RUN_MINUTES * 60 == RECONCILE_RUN_SECONDS
     assert TEMPLATE["Parameters"]["FileDeadlineMinutes"]["Default"] == DEFAULT_FILE_DEADLINE_MINUTES
+
+
+def test_a_report_with_no_file_due_spends_nothing_and_never_runs_out() -> None:
+    from alarms.slos import WINDOWS as ALL_WINDOWS
+
+    report = build_report("99", datetime(2026, 1, 2, tzinfo=UTC), {w: (0, 0) for w in ALL_WINDOWS}, (0, 0))
+    assert report.budget_remaining == 1.0 and report.exhaustion_hours is None
+    assert {(w.bad_share, w.burn_rate, w.exhaustion_hours) for w in report.windows} == {(None, None, None)}
+    assert not any(pair.firing for pair in report.pairs)
