@@ -176,9 +176,12 @@ def replay(window: WindowAlarm, periods: tuple, previous: AlarmState = AlarmStat
     rule = deployed_rule(window)
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     moments = [now - timedelta(seconds=window.seconds * (len(periods) - i)) + timedelta(seconds=1) for i in range(len(periods))]
+    stats = [query["Id"] for query in GENERATED[window.logical_id]["Properties"]["Metrics"] if "MetricStat" in query]
+    # Each indicator's counts on its first emitter's query (`good` itself, or `good1` of a sum).
+    ids = [next(i for i in stats if i.rstrip("0123456789") == name) for name in ("good", "late", "overdue")]
     datapoints = {
         query_id: {moment: value[k] for moment, value in zip(moments, periods, strict=True) if value[k] is not None}
-        for k, query_id in enumerate(("good", "late", "overdue"))
+        for k, query_id in enumerate(ids)
     }
     return evaluate_math(rule, datapoints, now, previous).state
 
@@ -209,8 +212,13 @@ def test_the_deployed_guard_and_threshold_follow_the_target(target: str) -> None
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     moment = now - timedelta(minutes=30)
 
-    def state(good: float, late: float) -> AlarmState:
-        return evaluate_math(rule, {"good": {moment: good}, "late": {moment: late}}, now).state
+    stats = [query["Id"] for query in GENERATED[fast_long.logical_id]["Properties"]["Metrics"] if "MetricStat" in query]
+
+    def state(good: float, late: float) -> AlarmState:  # each on its first emitter's query, split over two when summed
+        good_ids = [i for i in stats if i.rstrip("0123456789") == "good"]
+        late_ids = [i for i in stats if i.rstrip("0123456789") == "late"]
+        data = {good_ids[0]: {moment: good}, late_ids[-1]: {moment: late}}
+        return evaluate_math(rule, data, now).state
 
     assert state(guard - 2, 1) is AlarmState.OK  # below the guard: 0
     assert state(guard - 1, 1) is AlarmState.OK  # at the guard, one bad file is below the threshold
