@@ -33,6 +33,7 @@ from typing import Any
 
 from alarms.evaluate import AlarmRule, Comparison, TreatMissingData
 from alarms.repository import runbook_base_url
+from alarms.slos import LOST
 from pipeline.stack import SERVICE_NAME, Function
 from pipeline.telemetry.aws_catalog import AwsMetricSpec, ResourceKind, aws_metric
 from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
@@ -574,6 +575,31 @@ def pipeline_alarms() -> list[AlarmSpec]:
     ]
 
 
+def lost_alarm() -> list[AlarmSpec]:
+    """The lost objective (`alarms.slos.LOST`), an invariant: any lost file pages."""
+    [indicator] = LOST.bad
+    metric = Metric(indicator.value)
+    return [
+        AlarmSpec(
+            logical_id="FilesLostAlarm",
+            summary="The reconciler found a file in no run and with no claim past its deadline: it will never be "
+            "processed unless someone uploads or redrives it (the objective: no file is lost).",
+            runbook=Runbook.FILE_LOST,
+            first_step="list the claims past the deadline in the unsettled-claims index, check each with `pipeops job show`, "
+            "then upload each lost file again (`pipeops upload`)",
+            watched=_reconciler_metric(metric),
+            statistic="Maximum",
+            period=RECONCILE_RUN_SECONDS,
+            follows_schedule=True,
+            fires_on=(0, 0, 1),
+            quiet_on=(0, None, 0),
+            rationale="a count, not a burn rate: an objective of 100% leaves no budget, so the first lost file "
+            "pages (the Maximum of the reconciler's gauge over its run)",
+            critical=True,
+        )
+    ]
+
+
 # -- the catalog -------------------------------------------------------------------------------
 
 DEAD_LETTER_QUEUES = (
@@ -607,7 +633,7 @@ def build_catalog(template: Mapping[str, Any]) -> list[AlarmSpec]:
     specs: list[AlarmSpec] = []
     for queue, holds, runbook, first_step in DEAD_LETTER_QUEUES:
         specs += dead_letter_queue_alarms(queue, holds, runbook, first_step)
-    specs += semaphore_alarms() + router_alarms() + pipeline_alarms()
+    specs += semaphore_alarms() + router_alarms() + pipeline_alarms() + lost_alarm()
     specs += state_machine_alarms(STATE_MACHINE)
     for function, timeout in function_timeouts(template).items():
         specs += function_alarms(function, timeout)

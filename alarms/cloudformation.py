@@ -11,7 +11,9 @@ Who hears what (one page per incident, and a new stack is quiet):
 - `AlarmStateTopic` carries everything else, for a chat channel or a ticket queue: every alarm's
   own ALARM and OK (which alarm of the incident fired, and the warnings: the alarms that are not
   critical, such as a function's duration or a table's throttles), and the composite's return to
-  OK. CloudWatch runs an alarm's OKActions when it first leaves INSUFFICIENT_DATA for OK, so a new
+  OK. The on-time objective's burn-rate pairs (`alarms.slo_alarms`) notify here too; a page pair is
+  also a child of `PipelineUnhealthy`, so that an outage that burns the budget and fires a cause
+  alarm pages once. CloudWatch runs an alarm's OKActions when it first leaves INSUFFICIENT_DATA for OK, so a new
   stack sends one OK per alarm here, and nothing to the page.
 """
 
@@ -84,17 +86,19 @@ def alarm_resource(spec: AlarmSpec) -> dict[str, Any]:
     }
 
 
-def composite_resource(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """"Pipeline unhealthy": any critical alarm in ALARM (one page for on-call, the rest context);
-    its return to OK goes to the state topic (its first OK, at creation, would page otherwise)."""
-    rule = " OR ".join(f'ALARM("${{{spec.logical_id}}}")' for spec in critical(specs))
+def composite_resource(specs: Sequence[AlarmSpec], pages: Sequence[str] = ()) -> dict[str, Any]:
+    """"Pipeline unhealthy": any critical alarm, or any page pair of the objectives (`pages`, logical
+    ids), in ALARM (one page for on-call, the rest context); its return to OK goes to the state
+    topic (its first OK, at creation, would page otherwise)."""
+    children = [spec.logical_id for spec in critical(specs)] + list(pages)
+    rule = " OR ".join(f'ALARM("${{{logical_id}}}")' for logical_id in children)
     return {
         "Type": "AWS::CloudWatch::CompositeAlarm",
         "Properties": {
             "AlarmName": alarm_name("PipelineUnhealthy"),
             "AlarmDescription": {
                 "Fn::Sub": "One of the pipeline's critical alarms is in ALARM (DLQs, drift, stall, backlog, reconciler, "
-                "executions, router failures, file failures). First: `pipeops alarms list` names the alarm in ALARM "
+                "executions, router failures, file failures, files lost, the on-time objective's fast burns). First: `pipeops alarms list` names the alarm in ALARM "
                 "and its runbook; this notification's TriggeringChildren name it too. Runbooks: "
                 f"{RUNBOOK_BASE_SUB}/README.md"
             },
@@ -114,8 +118,9 @@ def topic_key() -> dict[str, Any]:
     return {"Fn::If": [TOPIC_KEY_CONDITION, {"Ref": TOPIC_KEY_PARAMETER}, {"Ref": "AWS::NoValue"}]}
 
 
-def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """The topics (the page with the optional e-mail subscription), every alarm, the composite."""
+def resources(specs: Sequence[AlarmSpec], pages: Sequence[str] = ()) -> dict[str, Any]:
+    """The topics (the page with the optional e-mail subscription), every alarm, the composite
+    (which also pages on the composites `pages` names: the objectives' page pairs)."""
     out: dict[str, Any] = {
         TOPIC: {
             "Type": "AWS::SNS::Topic",
@@ -143,5 +148,5 @@ def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
         },
     }
     out |= {spec.logical_id: alarm_resource(spec) for spec in specs}
-    out[COMPOSITE] = composite_resource(specs)
+    out[COMPOSITE] = composite_resource(specs, pages)
     return out

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from alarms.catalog import AlarmSpec, build_catalog
-from alarms.runbook_pages import write_pages
+from alarms.runbook_pages import COMPOSITE, STACK, write_pages
+from alarms.slo_alarms import burn_pairs, pair_text
+from alarms.slos import BUDGET_DAYS, DEFAULT_TARGET, SLO_TARGETS, TARGET_PARAMETER
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,11 +74,33 @@ def render_markdown(specs: Sequence[AlarmSpec]) -> str:
             f"{spec.comparison.phrase} {format(spec.threshold, 'g')} | {spec.treat_missing_data.value} | "
             f"{spec.runbook} | {'yes' if spec.critical else ''} | {_series(spec.fires_on)} | {_series(spec.quiet_on)} |"
         )
+    lines += _objectives()
     lines += ["", "## Where we chose otherwise than AWS's recommended alarms", ""]
     lines += [f"- `{spec.name_suffix}`: {spec.rationale}." for spec in specs if spec.rationale]
     lines += ["", "## What each alarm means and the first thing to do", ""]
     lines += [f"- `{spec.name_suffix}`: {spec.description}" for spec in specs]
     return "\n".join(lines) + "\n"
+
+
+def _objectives() -> list[str]:
+    """The on-time objective's burn-rate pairs (alarms/slos.py, alarms/slo_alarms.py)."""
+    lines = [
+        "",
+        "## The objectives' burn-rate alarms",
+        "",
+        f"The on-time objective: `{TARGET_PARAMETER}` percent ({DEFAULT_TARGET} by default; one of "
+        f"{', '.join(SLO_TARGETS)}) of the files due in {BUDGET_DAYS} days done within `FileDeadlineMinutes`. "
+        "Unlike the alarms above, each window alarm is metric math over three metrics, added with `SUM([...])` "
+        "(each indicator is published only when it counts something): the bad share (FilesLate + FilesOverdue) / "
+        "(FilesOnTime + FilesLate + FilesOverdue), 0 below a minimum of files (the long window's: the fewest at "
+        "which one bad file alone stays below the threshold; the short window's: one), compared with burn rate x "
+        "(1 - target). A pair is a composite of its two "
+        "windows; only the composite notifies (the state topic), and a page pair is a child of "
+        "`PipelineUnhealthy`. The SRE workbook's ticket pair (3x over 3 days and 6 hours) is 1 day and 2 hours "
+        "here: a CloudWatch alarm cannot look back further than a day. Thresholds at the default target:",
+        "",
+    ]
+    return lines + [line for pair in burn_pairs() for line in pair_text(pair, STACK, COMPOSITE)]
 
 
 def _specs() -> list[AlarmSpec]:

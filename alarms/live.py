@@ -122,9 +122,24 @@ def spec_of(alarm_name: str, stack_name: str) -> AlarmSpec | None:
     return _specs_by_suffix().get(alarm_name[len(prefix) :]) if alarm_name.startswith(prefix) else None
 
 
+@cache
+def _burn_runbooks() -> dict[str, str]:
+    """The objectives' burn alarms (pairs and windows) by suffix, with their runbook."""
+    from alarms.slo_alarms import burn_pairs
+
+    return {
+        name: pair.runbook.value
+        for pair in burn_pairs()
+        for name in (pair.name_suffix, *(window.name_suffix for window in pair.windows))
+    }
+
+
 def runbook_of(alarm_name: str, stack_name: str) -> str:
     spec = spec_of(alarm_name, stack_name)
-    return spec.runbook.value if spec else ""
+    if spec:
+        return spec.runbook.value
+    prefix = f"{stack_name}-"
+    return _burn_runbooks().get(alarm_name[len(prefix) :], "") if alarm_name.startswith(prefix) else ""
 
 
 def _alarms(cloudwatch: Any, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:

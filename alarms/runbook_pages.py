@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.catalog import AlarmSpec
+from alarms.slo_alarms import burn_pairs, names_of, pair_text
 from pipeline.stack import DEFAULT_STACK_NAME
 from runbooks.catalog import PAGES_DIR, SECTIONS, Runbook, load_page, page_path
 
@@ -36,6 +37,11 @@ def alarm_name(spec: AlarmSpec) -> str:
 
 def alarms_of(runbook: Runbook, specs: Sequence[AlarmSpec]) -> list[AlarmSpec]:
     return [spec for spec in specs if spec.runbook == runbook.value]
+
+
+def alarm_names_of(runbook: Runbook, specs: Sequence[AlarmSpec]) -> list[str]:
+    """Every alarm that sends people to `runbook`: the catalog's, then the objectives' burn pairs."""
+    return [spec.name_suffix for spec in alarms_of(runbook, specs)] + names_of(runbook, burn_pairs())
 
 
 def _period(spec: AlarmSpec) -> str:
@@ -62,8 +68,9 @@ def rule_text(spec: AlarmSpec) -> str:
 
 def alarms_block(runbook: Runbook, specs: Sequence[AlarmSpec]) -> str:
     mine = alarms_of(runbook, specs)
-    if mine:
-        body = [rule_text(spec) for spec in mine]
+    pairs = [pair for pair in burn_pairs() if pair.runbook == runbook]
+    if mine or pairs:
+        body = [rule_text(spec) for spec in mine] + [line for pair in pairs for line in pair_text(pair, STACK, COMPOSITE)]
     else:
         body = ["No alarm names this page: it is reached from other pages, `pipeops status` or a report."]
     return "\n".join([BEGIN, *body, END])
@@ -124,7 +131,7 @@ def render_index(specs: Sequence[AlarmSpec]) -> str:
         "|---|---|---|",
     ]
     for runbook in Runbook:
-        names = ", ".join(f"`{spec.name_suffix}`" for spec in alarms_of(runbook, specs))
+        names = ", ".join(f"`{name}`" for name in alarm_names_of(runbook, specs))
         lines.append(
             f"| [{runbook.value}]({runbook.value}.md) | {runbook.page_title} | {names or 'none (incident page)'} |"
         )

@@ -4,7 +4,8 @@ Two dashboards, generated into template.yaml beside the alarms (`pipeops templat
 
 - *Operations* (`<stack>-operations`): opens on what on-call needs first: the composite alarm's
   state, the alarms not OK (an alarm status widget filtered to ALARM and INSUFFICIENT_DATA: the
-  healthy ones are not listed), and the charts behind the critical alarms. Then the rest: backlog,
+  healthy ones are not listed), and the charts behind the critical alarms; then the objectives
+  (`dashboards/slo_row.py`: the 28-day error budget left, the burn rate per window). Then the rest: backlog,
   the semaphore, executions, throughput, run latency, the reconciler, the functions side by side,
   both tables, and every alarm's status in one widget at the bottom. Each alarm's threshold is
   drawn on the widget that shows its metric, as cdk-monitoring-constructs puts alarms beside their
@@ -43,7 +44,12 @@ from alarms.catalog import (
 )
 from alarms.cloudformation import COMPOSITE
 from alarms.evaluate import Comparison
+from alarms.slo_alarms import burn_pairs, names_of
+from alarms.slos import TARGET_PARAMETER
 from dashboards.limits import GRID_COLUMNS, MAX_ALARMS_PER_WIDGET
+from dashboards.slo_row import SECTION as OBJECTIVES_SECTION
+from dashboards.slo_row import Tile
+from dashboards.slo_row import tiles as objective_tiles
 from pipeline.stack import Function
 from pipeline.telemetry.aws_catalog import ResourceKind
 from pipeline.telemetry.catalog import CATALOG, Metric
@@ -64,6 +70,7 @@ CRITICAL_WIDTH, CHART_HEIGHT = 6, 6  # the charts behind the critical alarms, fo
 REST_WIDTH, REST_HEIGHT = 6, 5  # the rest: four a row, a little lower
 STATUS_HEIGHT = 3  # the composite's state and the alarms not OK, side by side
 COMPOSITE_WIDTH = 6
+OBJECTIVE_WIDTH, OBJECTIVE_HEIGHT = 3, 4  # the objectives row: a window's burn rate (the budget wider)
 ALARMS_PER_ROW = 8  # the every-alarm widget: four columns of names, two lines to a grid row
 NOT_OK_STATES = ("ALARM", "INSUFFICIENT_DATA")
 GROUPED_LABEL_MAX = 2  # more alarms than this on one threshold line: "9 …Errors alarms > 0"
@@ -346,6 +353,14 @@ class _Grid:
         self.items.append(widget(0, self.y))
         self.y += height
 
+    def tiles(self, widgets: Sequence[Callable[[int, int, int], dict[str, Any]]], widths: Sequence[int], height: int) -> None:
+        """One row of widgets, `widths` wide, each built by `widget(x, y, width)`."""
+        x = 0
+        for widget, width in zip(widgets, widths, strict=True):
+            self.items.append(widget(x, self.y, width))
+            x += width
+        self.y += height
+
     def section(self, markdown: str) -> None:
         self.full_width(lambda x, y: _text(markdown, x, y), 1)
 
@@ -548,6 +563,22 @@ def _latency() -> list[_Chart]:
     ]
 
 
+def _objectives(grid: _Grid) -> None:
+    """The objectives row (dashboards/slo_row.py): the 28-day budget, then the burn rate per window."""
+    grid.section(OBJECTIVES_SECTION)
+    found = objective_tiles()
+    budget_width = GRID_COLUMNS - OBJECTIVE_WIDTH * (len(found) - 1)
+
+    def placed(tile: Tile) -> Callable[[int, int, int], dict[str, Any]]:
+        return lambda x, y, width: tile.widget(x, y, width, OBJECTIVE_HEIGHT, sub("AWS::Region"))
+
+    grid.tiles(
+        [placed(tile) for tile in found],
+        [budget_width] + [OBJECTIVE_WIDTH] * (len(found) - 1),
+        OBJECTIVE_HEIGHT,
+    )
+
+
 def _reconciler() -> list[_Chart]:
     recon = Function.RECONCILER
     return [
@@ -651,15 +682,16 @@ def _chunks(arns: Sequence[str]) -> list[Sequence[str]]:
     ]
 
 
-def _status(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
-    """The composite's state, and beside it every alarm that is not OK (the healthy ones are not listed)."""
+def _status(specs: Sequence[AlarmSpec], grid: _Grid, pairs: Sequence[str] = ()) -> None:
+    """The composite's state, and beside it every alarm that is not OK (the healthy ones are not
+    listed), the objectives' burn pairs with them (`pairs`: suffixes; a window alone means nothing)."""
     composite = alarm_arn(COMPOSITE.removesuffix("Alarm"))
     grid.items.append(
         _alarm_widget("Pipeline health (any critical alarm)", [composite], COMPOSITE_WIDTH, STATUS_HEIGHT)(
             0, grid.y
         )
     )
-    chunks = _chunks([alarm_arn(spec.name_suffix) for spec in specs])
+    chunks = _chunks([alarm_arn(spec.name_suffix) for spec in specs] + [alarm_arn(pair) for pair in pairs])
     width = (GRID_COLUMNS - COMPOSITE_WIDTH) // len(chunks)
     for number, chunk in enumerate(chunks):
         title = "Alarms not OK (ALARM first; OK ones not listed)" + (
@@ -673,8 +705,10 @@ def _status(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
     grid.y += STATUS_HEIGHT
 
 
-def _all_alarms(specs: Sequence[AlarmSpec], grid: _Grid) -> None:
+def _all_alarms(specs: Sequence[AlarmSpec], grid: _Grid, others: Sequence[str] = ()) -> None:
+    """Every alarm: the composite, the catalog's, then `others` (suffixes: the burn alarms)."""
     arns = [alarm_arn(COMPOSITE.removesuffix("Alarm"))] + [alarm_arn(spec.name_suffix) for spec in specs]
+    arns += [alarm_arn(other) for other in others]
     chunks = _chunks(arns)
     for number, chunk in enumerate(chunks, 1):
         title = "Every alarm (ALARM first)" + (f" {number}/{len(chunks)}" if len(chunks) > 1 else "")
@@ -742,16 +776,21 @@ def operations_body(
         ),
         2,
     )
-    _status(specs, grid)
+    # The objectives (their alarms, the row) where the template declares them: not a sidecar's.
+    has_objectives = TARGET_PARAMETER in template.get("Parameters", {})
+    pairs = burn_pairs() if has_objectives else []
+    _status(specs, grid, [pair.name_suffix for pair in pairs])
     grid.section("## Behind the critical alarms (the composite's): where a page starts")
     grid.charts(_sized(critical, CRITICAL_WIDTH, CHART_HEIGHT))
+    if has_objectives:
+        _objectives(grid)
     for markdown, charts in sections:
         rest = [chart for chart in charts if chart not in critical]
         if rest:
             grid.section(markdown)
             grid.charts(_sized(rest, REST_WIDTH, REST_HEIGHT))
     grid.section("## Every alarm")
-    _all_alarms(specs, grid)
+    _all_alarms(specs, grid, [name for pair in pairs for name in names_of(pair.runbook, [pair])])
     return {"start": DEFAULT_START, "periodOverride": "inherit", "widgets": grid.widgets()}
 
 

@@ -27,6 +27,7 @@ from pipeops.commands import (
     runbook,
     sandbox,
     sidecar,
+    slo,
     status,
     template,
     upload,
@@ -118,6 +119,7 @@ app.command("jobs")(jobs.jobs)
 job_app.command("show")(jobs.job_show)
 app.command("reconcile")(reconcile.reconcile)
 app.command("failures")(failures.failures)
+app.command("slo")(slo.slo)
 app.command("doctor")(doctor.doctor)
 app.command("metrics")(metrics.metrics_catalog)
 alarms_app.command("list")(alarms.alarms_list)

@@ -45,14 +45,47 @@ def check_schedule(template: Mapping[str, Any]) -> None:
             )
 
 
+def check_slo_target(template: Mapping[str, Any]) -> None:
+    """The burn alarms' thresholds are picked by conditions on SloTarget: the template must allow
+    exactly the targets the objectives handle, each one a target the alarms can work at."""
+    from alarms.catalog import RECONCILE_RUN_SECONDS
+    from alarms.slo_alarms import check_conditions
+    from alarms.slos import DEFAULT_TARGET, SLO_TARGETS, TARGET_PARAMETER, target_problems
+
+    parameters = template.get("Parameters", {})
+    parameter = parameters.get(TARGET_PARAMETER, {})
+    allowed = [str(value) for value in parameter.get("AllowedValues", [])]
+    deadline = int(parameters.get("FileDeadlineMinutes", {}).get("Default", 15))
+    problems = [
+        problem
+        for target in allowed
+        for problem in target_problems(target, deadline_minutes=deadline, reconcile_minutes=RECONCILE_RUN_SECONDS // 60)
+    ]
+    if problems:
+        raise TemplateBuildError(f"template.yaml: {TARGET_PARAMETER}: {'; '.join(problems)}")
+    if allowed != list(SLO_TARGETS) or str(parameter.get("Default")) != DEFAULT_TARGET:
+        raise TemplateBuildError(
+            f"template.yaml: {TARGET_PARAMETER} must have AllowedValues {list(SLO_TARGETS)} and Default "
+            f"'{DEFAULT_TARGET}' (alarms/slos.py SLO_TARGETS), the targets its alarms' thresholds are built for"
+        )
+    missing = check_conditions(template)
+    if missing:
+        raise TemplateBuildError(f"template.yaml: {missing[0]}")
+
+
 def generated_resources(template: Mapping[str, Any]) -> dict[str, Any]:
     """Every generated resource, from the hand-written part of the template."""
     from alarms.automation import resources as automation_resources
     from alarms.catalog import build_catalog
+    from alarms.cloudformation import STATE_TOPIC
     from alarms.cloudformation import resources as alarm_resources
+    from alarms.slo_alarms import burn_pairs, page_pairs
+    from alarms.slo_alarms import resources as burn_resources
 
     specs = build_catalog(template)
-    generated = alarm_resources(specs) | automation_resources(specs)
+    pairs = burn_pairs()
+    pages = [pair.logical_id for pair in page_pairs(pairs)]
+    generated = alarm_resources(specs, pages) | burn_resources(pairs, STATE_TOPIC) | automation_resources(specs)
     try:
         from dashboards.build import resources as dashboard_resources
     except ImportError:  # the dashboards are not built yet
@@ -99,6 +132,7 @@ def build_text(text: str) -> str:
         raise TemplateBuildError("template.yaml has no top-level `Outputs:` section to put the generated block before")
     template = yaml.load(hand_written, Loader=CfnLoader)  # a SafeLoader
     check_schedule(template)
+    check_slo_target(template)
     clashes = set(generated_resources(template)) & set(template["Resources"])
     if clashes:
         raise TemplateBuildError(f"hand-written resources use generated logical ids: {', '.join(sorted(clashes))}")

@@ -50,6 +50,8 @@ class Runbook(StrEnum):
     FUNCTION_THROTTLES = "function-throttles", "A function is throttled"
     FUNCTION_DURATION = "function-duration", "A function runs close to its timeout"
     DYNAMODB_THROTTLES = "dynamodb-throttles", "DynamoDB throttles a table"
+    SLO_BURN = "slo-burn", "Files are not done on time: the error budget burns"
+    FILE_LOST = "file-lost", "A file was lost"
     # Incident pages: no single alarm names them.
     PIPELINE_STALLED = "pipeline-stalled", "Incident: the pipeline is stalled", True
     BAD_DEPLOY = "bad-deploy", "Incident: a deploy broke the pipeline", True

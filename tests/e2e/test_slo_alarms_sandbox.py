@@ -1,0 +1,77 @@
+"""The objectives' alarms as deployed, moved by the sandbox's alarm engine: a lost file pages; a
+late file alone pages nothing; files all late page through the fast burn pair."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from sandbox.clock import TimeScale
+from tests.conftest import alarm_states
+
+pytestmark = pytest.mark.slow
+
+
+def indicator(sandbox: Any, name: str, function: str, value: float) -> dict[str, Any]:
+    return {
+        "MetricName": name,
+        "Dimensions": [
+            {"Name": "service", "Value": "pipeops-pipeline"},
+            {"Name": "stage", "Value": "dev"},
+            {"Name": "function", "Value": sandbox.outputs[f"{function}Name"]},
+        ],
+        "Value": value,
+        "Unit": "Count",
+    }
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_a_lost_file_pages_through_the_composite_and_the_burn_alarms_deploy_quiet(make_sandbox: Any) -> None:
+    """The reconciler's FilesLost gauge (published here as the reconciler would on finding one
+    lost file) turns FilesLost and PipelineUnhealthy to ALARM; no burn pair fires on no traffic."""
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))
+    cloudwatch = sandbox.client("cloudwatch")
+    lost = indicator(sandbox, "FilesLost", "ReconcilerFunction", 1)
+
+    def paged() -> bool:
+        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[lost])
+        states = alarm_states(sandbox)
+        return states.get("FilesLost") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
+
+    wait_until(paged, 300, "FilesLost and the composite in ALARM")
+    states = alarm_states(sandbox)
+    burns = {name: state for name, state in states.items() if name.startswith("FilesOnTime")}
+    assert len(burns) == 9 and "ALARM" not in burns.values()
+
+
+def test_one_late_file_pages_nothing_and_files_all_late_page_through_the_fast_pair(make_sandbox: Any) -> None:
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))  # a virtual minute is 1.2 s
+    cloudwatch = sandbox.client("cloudwatch")
+    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 1)])
+    target = sandbox.alarms.virtual_now() + timedelta(minutes=10)
+    wait_until(lambda: sandbox.alarms.virtual_now() >= target, 300, "10 virtual minutes")
+    sandbox.alarms.evaluate_now()
+    states = alarm_states(sandbox)
+    pairs = ("FilesOnTimeFastBurn", "FilesOnTimeSlowBurn", "FilesOnTimeSteadyBurn", "PipelineUnhealthy")
+    assert [states[name] for name in pairs] == ["OK"] * 4, states
+    # A short window may breach on that one file (it needs one file); alone it notifies nobody.
+    assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeSlowBurn6h"] == states["FilesOnTimeSteadyBurn1d"] == "OK"
+
+    def paged() -> bool:  # two late files a virtual minute or so, no file on time
+        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 2)])
+        states = alarm_states(sandbox)
+        return states.get("FilesOnTimeFastBurn") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
+
+    wait_until(paged, 300, "the fast burn pair and the composite in ALARM")
+    states = alarm_states(sandbox)
+    assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeFastBurn5m"] == "ALARM"
