@@ -1,5 +1,5 @@
 """The objectives' alarms as deployed, moved by the sandbox's alarm engine: a lost file pages; a
-late file alone pages nothing; files all late page through the fast burn pair."""
+missed (failed or late) file alone pages nothing; files all missed page through the fast burn pair."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def test_a_lost_file_pages_through_the_composite_and_the_burn_alarms_deploy_quie
     assert len(burns) == 9 and "ALARM" not in burns.values()
 
 
-def test_one_late_file_pages_nothing_and_files_all_late_page_through_the_fast_pair(make_sandbox: Any) -> None:
+def test_one_missed_file_pages_nothing_and_files_all_missed_page_through_the_fast_pair(make_sandbox: Any) -> None:
     sandbox = make_sandbox(time_scale=TimeScale(0.02))  # a virtual minute is 1.2 s
     cloudwatch = sandbox.client("cloudwatch")
-    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 1)])
+    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 1)])
     target = sandbox.alarms.virtual_now() + timedelta(minutes=10)
     wait_until(lambda: sandbox.alarms.virtual_now() >= target, 300, "10 virtual minutes")
     sandbox.alarms.evaluate_now()
@@ -67,8 +67,8 @@ def test_one_late_file_pages_nothing_and_files_all_late_page_through_the_fast_pa
     # A short window may breach on that one file (it needs one file); alone it notifies nobody.
     assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeSlowBurn6h"] == states["FilesOnTimeSteadyBurn1d"] == "OK"
 
-    def paged() -> bool:  # two late files a virtual minute or so, no file on time
-        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 2)])
+    def paged() -> bool:  # two missed files a virtual minute or so, no file on time
+        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 2)])
         states = alarm_states(sandbox)
         return states.get("FilesOnTimeFastBurn") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
 
