@@ -40,7 +40,7 @@ from pipeline.telemetry.catalog import CATALOG, NAMESPACE, Metric
 from runbooks.catalog import Runbook
 
 PREFIX = "FilesOnTime"
-Counts = tuple[float | None, float | None, float | None]  # one period's (good, late, overdue)
+Counts = tuple[float | None, float | None, float | None]  # one period's (good, missed, overdue)
 
 def emitters(indicator: Indicator) -> tuple[Function, ...]:
     """The functions that emit `indicator`, from the metric catalog."""
@@ -147,10 +147,10 @@ class BurnPair:
         )
 
 
-# Example periods per pair, (good, late, overdue) files per window, at the default target (99%):
+# Example periods per pair, (good, missed, overdue) files per window, at the default target (99%):
 # the long window fires on a busy window with a high bad share and stays quiet on a quiet window
-# with one late file (below the guard); the short window fires on a small window that is still
-# burning and stays quiet on a busy one with one late file.
+# with one missed file (below the guard); the short window fires on a small window that is still
+# burning and stays quiet on a busy one with one missed file.
 _EXAMPLES: dict[str, tuple[tuple[Counts, ...], tuple[Counts, ...], tuple[Counts, ...], tuple[Counts, ...]]] = {
     # threshold 0.144, guard 7: 15 of 55 = 0.27 | 4 files < 7 | 2 of 4 | 1 of 51 = 0.02
     "FastBurn": (((100, 0, 0), (40, 10, 5)), ((100, 0, 0), (3, 1, None)), ((2, 1, 1),), ((50, 1, None),)),
@@ -204,15 +204,15 @@ def _metric_stats(indicator: Indicator, query_id: str, seconds: int) -> list[dic
 
 # SUM over an array adds the members that have a value in a period, where `+` of a series that
 # has none in the range (FILL has nothing to fill) is empty: the indicators are published only
-# when they count something (the tracker sends FilesOnTime or FilesLate for a run, never both;
-# a report-only reconciler sends no FilesOverdue), so an outage with only late files, or files
-# only overdue, must still give a total.
-BAD_EXPRESSION = "SUM([FILL(late, 0), FILL(overdue, 0)])"
+# when something counts (a run's end sends FilesOnTime and FilesMissed, zeros included, but a
+# period may hold no run's end; a report-only reconciler sends no FilesOverdue), so an outage with
+# files only overdue must still give a total.
+BAD_EXPRESSION = "SUM([FILL(missed, 0), FILL(overdue, 0)])"
 TOTAL_EXPRESSION = "SUM([FILL(good, 0), bad])"
 
 
 def metrics(window: WindowAlarm) -> list[dict[str, Any]]:
-    """good, late, overdue -> bad, total -> burn (the bad share, 0 below the guard)."""
+    """good, missed, overdue -> bad, total -> burn (the bad share, 0 below the guard)."""
     guard: Any = by_target(lambda target: str(window.min_files(target)))
     burn = (
         {"Fn::Sub": [window.burn_expression("${MinFiles}"), {"MinFiles": guard}]}
@@ -221,7 +221,7 @@ def metrics(window: WindowAlarm) -> list[dict[str, Any]]:
     )
     return [
         *_metric_stats(Indicator.ON_TIME, "good", window.seconds),
-        *_metric_stats(Indicator.LATE, "late", window.seconds),
+        *_metric_stats(Indicator.MISSED, "missed", window.seconds),
         *_metric_stats(Indicator.OVERDUE, "overdue", window.seconds),
         {"Id": "bad", "Expression": BAD_EXPRESSION, "ReturnData": False},
         {"Id": "total", "Expression": TOTAL_EXPRESSION, "ReturnData": False},
@@ -305,8 +305,8 @@ def pair_text(pair: BurnPair, stack: str, composite: str) -> list[str]:
     ]
     for window in pair.windows:
         lines.append(
-            f"- `{stack}-{window.name_suffix}`: the bad share of files (FilesLate + FilesOverdue) / (FilesOnTime + "
-            f"FilesLate + FilesOverdue), Sum per {window.seconds} s, 0 below {window.min_files()} "
+            f"- `{stack}-{window.name_suffix}`: the bad share of files (FilesMissed + FilesOverdue) / (FilesOnTime + "
+            f"FilesMissed + FilesOverdue), Sum per {window.seconds} s, 0 below {window.min_files()} "
             f"file{'s' if window.min_files() > 1 else ''}; ALARM when greater than or equal to "
             f"{window.threshold():g} ({alert.burn_rate:g} x (1 - {DEFAULT_TARGET}%)) in 1 of 1 periods; missing data: "
             "notBreaching. No action of its own."

@@ -4,8 +4,9 @@ Users of the pipeline feel one thing: their file is done, or not, in time. So th
 about files, not causes (the alarm catalog watches causes):
 
 - **on time**: at least `SloTarget` percent (a template parameter, default 99) of the files that
-  were due in the last 28 days reached a terminal outcome within `FileDeadlineMinutes` of their
-  upload. Good events: `FilesOnTime`; bad events: `FilesLate` (an outcome past the deadline) and
+  were due in the last 28 days were done (their run COMPLETE, the file not failed) within
+  `FileDeadlineMinutes` of their upload. Good events: `FilesOnTime`; bad events: `FilesMissed`
+  (failed or late: a file failed, its run FAILED, or its outcome past the deadline) and
   `FilesOverdue` (no outcome past the deadline, counted once by the reconciler: a lost or stuck
   file never reaches an outcome, so an indicator measured only at completion would never see it).
 - **lost**: no file is lost (`FilesLost`, the reconciler's gauge). An invariant, not a ratio: a
@@ -51,7 +52,7 @@ class Indicator(StrEnum):
     """The indicator metrics (`pipeline.telemetry.catalog`), by name."""
 
     ON_TIME = Metric.FILES_ON_TIME.value
-    LATE = Metric.FILES_LATE.value
+    MISSED = Metric.FILES_MISSED.value
     OVERDUE = Metric.FILES_OVERDUE.value
     LOST = Metric.FILES_LOST.value
 
@@ -103,9 +104,9 @@ class Objective:
 
 ON_TIME = Objective(
     "on-time",
-    "files reach a terminal outcome within FileDeadlineMinutes of their upload",
+    "files are done (not failed) within FileDeadlineMinutes of their upload",
     good=(Indicator.ON_TIME,),
-    bad=(Indicator.LATE, Indicator.OVERDUE),
+    bad=(Indicator.MISSED, Indicator.OVERDUE),
     target_parameter=TARGET_PARAMETER,
 )
 LOST = Objective("lost", "no file is lost", good=(), bad=(Indicator.LOST,), target_parameter=None)
@@ -137,8 +138,8 @@ def threshold(alert: BurnAlert, target: str) -> float:
 
 def min_files(alert: BurnAlert, target: str) -> int:
     """The long window's minimum-files guard: the fewest files at which one bad file alone stays
-    below the threshold, so that a quiet hour with one late file does not page (99%: 7 an hour for
-    the fast pair, 17 in six hours, 34 in a day). The short window needs one file: it only confirms
+    below the threshold, so that a quiet hour with one failed or late file does not page (99%: 7
+    an hour for the fast pair, 17 in six hours, 34 in a day). The short window needs one file: it only confirms
     that the burn the long window saw goes on."""
     return math.floor(1 / threshold(alert, target)) + 1
 
@@ -146,8 +147,9 @@ def min_files(alert: BurnAlert, target: str) -> int:
 def detection_floor_minutes(
     deadline_minutes: int = DEFAULT_FILE_DEADLINE_MINUTES, reconcile_minutes: int = DEFAULT_RECONCILE_RUN_MINUTES
 ) -> int:
-    """The earliest a total outage can show in the indicators: a file counts as bad only past its
-    deadline (late at its outcome, or overdue on the first reconciler run past it)."""
+    """The earliest a total outage can show in the indicators when no run ends at all: such a file
+    counts as bad only past its deadline (overdue on the first reconciler run past it). A run that
+    ends FAILED counts its files bad at once."""
     return deadline_minutes + reconcile_minutes
 
 

@@ -38,9 +38,9 @@ def burn_title(seconds: int) -> str:
 
 
 def _counts(seconds: int) -> list[list[Any]]:
-    """good, late, overdue (hidden), each the sum over its emitters, then bad, total and share."""
+    """good, missed, overdue (hidden), each the sum over its emitters, then bad, total and share."""
     rows: list[list[Any]] = []
-    for indicator, query_id in ((Indicator.ON_TIME, "good"), (Indicator.LATE, "late"), (Indicator.OVERDUE, "overdue")):
+    for indicator, query_id in ((Indicator.ON_TIME, "good"), (Indicator.MISSED, "missed"), (Indicator.OVERDUE, "overdue")):
         parts = []
         for number, emitter in enumerate(emitters(indicator), 1):
             watched = indicator_metric(indicator, emitter)
@@ -57,7 +57,7 @@ def _counts(seconds: int) -> list[list[Any]]:
         summed = ", ".join(f"FILL({part}, 0)" for part in parts)
         rows.append([{"expression": f"SUM([{summed}])", "id": query_id, "visible": False}])
     # SUM adds the members that have a value (alarms/slo_alarms.py BAD_EXPRESSION says why).
-    rows.append([{"expression": "SUM([late, overdue])", "id": "bad", "visible": False}])
+    rows.append([{"expression": "SUM([missed, overdue])", "id": "bad", "visible": False}])
     rows.append([{"expression": "SUM([good, bad])", "id": "total", "visible": False}])
     rows.append([{"expression": "bad / total", "id": "share", "label": "bad share of the files due"}])
     return rows

@@ -1,5 +1,5 @@
-"""The "files done on time" indicators: on time, late, overdue; each file counted once
-(docs/ARCHITECTURE.md#on-time-indicators).
+"""The "files done on time" indicators: done on time, missed (failed or late), overdue; each
+file counted once (docs/ARCHITECTURE.md#on-time-indicators).
 
 A file's clock starts when its run was queued (`queued_at`): ingest writes it in the transaction
 that accepts the run's first file, the earliest moment the pipeline knows of any of its files (a
@@ -8,23 +8,31 @@ was not; S3's event time is not kept). It stops at the run's terminal outcome, C
 FAILED (the status enum's terminal set; unsupported and empty files end with their run): the run
 record's `updated_at`, which a terminal record never changes again.
 
+A file is done on time when its run ended COMPLETE within the deadline and the file is in
+neither failed list (`failed_files` detect or redact); an unsupported or empty file is a correct
+outcome with a reason, so good. Every file of a run that ended FAILED, or past the deadline, is
+bad: a failed file is not done (`classify_ended`).
+
 Every run is counted once ever, by a conditional write of `deadline_counted` on its record:
-whoever wins says what its files were. At its end, by the write that ends it where it can (the
-workflow's verdict, `TrackingStore.transition(count_deadline=True)`: no call of its own on the
-healthy path), else by the tracker on a failed execution's end (`count_ended`); overdue, by the
-reconciler (`count_overdue`). A run counted overdue that ends later counts nothing more; a run
+whoever wins says what its files were (some good and some bad at once). At its end, by the
+write that ends it where it can (the workflow's verdict,
+`TrackingStore.transition(count_deadline=True)`: no call of its own on the healthy path), else
+by the tracker on a failed execution's end (`count_ended`); overdue, by the reconciler
+(`count_overdue`). A run counted overdue that ends later counts nothing more; a run
 counted at its end is never counted overdue. A repeated status event, a retried task, or two
 reconcilers racing count it once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from pipeline.jobs import RunRef, format_timestamp, parse_timestamp
-from pipeline.status import DeadlineCount
+from pipeline.status import DeadlineCount, FailedFileKind, JobStatus
 from pipeline.stores.protocols import TrackingProtocol
 from pipeline.stores.tracking import RunRecord
 
@@ -51,23 +59,43 @@ def is_overdue(queued_at: str, now: datetime, deadline: timedelta) -> bool:
 
 @dataclass(frozen=True)
 class EndedCount:
-    """A run counted at its end: its files were on time, or late."""
+    """A run counted at its end: how many of its files were done on time (good), how many missed (bad)."""
 
-    verdict: Verdict
-    files: int
+    good: int
+    bad: int
+
+
+def failed_keys(failed_files: Mapping[str, Any]) -> set[str]:
+    """The keys of the files whose detection or redaction failed (entries `{key, error, message}`). Pure."""
+    kinds = (FailedFileKind.DETECT.value, FailedFileKind.REDACT.value)
+    return {str(entry["key"]) for kind in kinds for entry in failed_files.get(kind) or () if isinstance(entry, Mapping)}
+
+
+def classify_ended(
+    status: JobStatus, files: Sequence[str], failed_files: Mapping[str, Any], on_time: Verdict
+) -> EndedCount:
+    """Good and bad files of a run at its terminal outcome. Past the deadline, or FAILED: every
+    file bad. COMPLETE on time: the files in a failed list bad, the rest (unsupported and empty
+    included: correct outcomes with a reason) good. Pure."""
+    total = len(files)
+    if on_time is Verdict.LATE or status is not JobStatus.COMPLETE:
+        return EndedCount(good=0, bad=total)
+    bad = len(failed_keys(failed_files) & set(files))
+    return EndedCount(good=total - bad, bad=bad)
 
 
 def ended_count(record: RunRecord, deadline: timedelta) -> EndedCount | None:
-    """What a terminal write counted: the run's files on time or late, or None when its record
-    says it was not counted at its end (the reconciler counted it overdue first). Pure."""
+    """What a terminal write counted: the run's files done on time and missed, or None when its
+    record says it was not counted at its end (the reconciler counted it overdue first). Pure."""
     if not record.status.is_terminal or record.deadline_counted != DeadlineCount.ENDED:
         return None
     queued = parse_timestamp(record.queued_at or record.started_at)
-    return EndedCount(verdict(queued, parse_timestamp(record.updated_at), deadline), len(record.files))
+    on_time = verdict(queued, parse_timestamp(record.updated_at), deadline)
+    return classify_ended(record.status, record.files, record.failed_files, on_time)
 
 
 def count_ended(store: TrackingProtocol, run: RunRef, deadline: timedelta) -> EndedCount | None:
-    """Count a terminal run's files as on time or late, once, by a write of its own (for an end
+    """Count a terminal run's files as done on time or missed, once, by a write of its own (for an end
     no write of the workflow counted): None when the run is not terminal, is gone, or was counted
     before (at its end, or overdue)."""
     record = store.count_ended(run)

@@ -122,5 +122,5 @@ class DeadlineCount(StrEnum):
     """A run's `deadline_counted`: who counted its files for the on-time objective, and as what
     (pipeline/deadline.py). Set once, by a conditional write; absent until then."""
 
-    ENDED = "ended"  # at its terminal outcome: on time or late
+    ENDED = "ended"  # at its terminal outcome: done on time, or missed (failed or late)
     OVERDUE = "overdue"  # by the reconciler, with no outcome past the deadline

@@ -36,7 +36,7 @@ from pipeline.stack import SERVICE_NAME
 
 BUCKET_SECONDS = 300
 _GOOD = (Indicator.ON_TIME,)
-_BAD = (Indicator.LATE, Indicator.OVERDUE)
+_BAD = (Indicator.MISSED, Indicator.OVERDUE)
 
 
 @dataclass(frozen=True)

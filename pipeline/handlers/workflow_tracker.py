@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pipeline.deadline import Verdict, count_ended
+from pipeline.deadline import count_ended
 from pipeline.handlers import _wiring
 from pipeline.jobs import utc_now
 from pipeline.status import ExecutionStatus
@@ -40,7 +40,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         deadline = timedelta(minutes=_wiring.settings().file_deadline_minutes)
         counted = count_ended(_wiring.tracking_store(), change.run, deadline)
         if counted is not None:
-            emit(Metric.FILES_ON_TIME if counted.verdict is Verdict.ON_TIME else Metric.FILES_LATE, counted.files)
+            emit(Metric.FILES_ON_TIME, counted.good)
+            emit(Metric.FILES_MISSED, counted.bad)
     if result.refused_write:
         # The run was already terminal (the workflow or a reclaim got there first): marking it
         # FAILED now would move it backwards, and the conditional write refused to.

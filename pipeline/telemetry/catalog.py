@@ -85,7 +85,7 @@ class Metric(StrEnum):
     RUN_FILE_FAILURE_PERCENT = "RunFileFailurePercent"
     # The "files done on time" objective's indicators (pipeline/deadline.py): each file counted once.
     FILES_ON_TIME = "FilesOnTime"
-    FILES_LATE = "FilesLate"
+    FILES_MISSED = "FilesMissed"
     FILES_OVERDUE = "FilesOverdue"
     FILES_LOST = "FilesLost"
 
@@ -151,7 +151,7 @@ def _reconciler_specs() -> tuple[MetricSpec, ...]:
             Metric.FILES_OVERDUE,
             "Files whose run has no terminal outcome FileDeadlineMinutes after it was queued, counted bad once "
             "each (a conditional mark on the run; never in a report-only pass); they count neither on time "
-            "nor late when they end.",
+            "nor missed when they end.",
         ),
         gauge(
             Metric.FILES_LOST,
@@ -276,16 +276,17 @@ CATALOG: dict[Metric, MetricSpec] = {
         MetricSpec(
             Metric.FILES_ON_TIME,
             _C,
-            "Files whose run reached a terminal outcome (COMPLETE or FAILED) within FileDeadlineMinutes of being "
-            "queued: the objective's good events, counted once per run, by the workflow's verdict or, for a "
+            "Files done on time: their run ended COMPLETE within FileDeadlineMinutes of being queued and "
+            "neither their detection nor their redaction failed (unsupported and empty files included): the "
+            "objective's good events, counted once per run (0 included), by the workflow's verdict or, for a "
             "failed execution, the tracker.",
             (_F.FINALIZE, _F.TRACKER),
         ),
         MetricSpec(
-            Metric.FILES_LATE,
+            Metric.FILES_MISSED,
             _C,
-            "Files whose run reached a terminal outcome after FileDeadlineMinutes and was not counted overdue "
-            "before: bad events, counted once per run, by the workflow's verdict or, for a failed execution, "
+            "Files that ended failed, or past FileDeadlineMinutes, and were not counted overdue before: bad "
+            "events, counted once per run (0 included), by the workflow's verdict or, for a failed execution, "
             "the tracker.",
             (_F.FINALIZE, _F.TRACKER),
         ),

@@ -33,15 +33,15 @@ def put_indicator(sandbox, name: str, function: str, value: float, when: datetim
 
 def test_slo_reports_the_budget_and_burn_of_what_was_emitted(sandbox) -> None:
     now = datetime.now(UTC)
-    # 1,000 files due 12 minutes ago, 5 of them bad (3 late, 2 overdue): at 99%, half the budget left.
+    # 1,000 files due 12 minutes ago, 5 of them bad (3 missed, 2 overdue): at 99%, half the budget left.
     put_indicator(sandbox, "FilesOnTime", "WorkflowTrackerFunction", 600, now - timedelta(minutes=12))
     put_indicator(sandbox, "FilesOnTime", "FinalizeFunction", 395, now - timedelta(minutes=14))  # both emitters count
-    put_indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 3, now - timedelta(minutes=12))
+    put_indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 3, now - timedelta(minutes=12))
     # A function that emits no indicator: not counted.
     put_indicator(sandbox, "FilesOnTime", "RouterFunction", 1000, now - timedelta(minutes=12))
     put_indicator(sandbox, "FilesOverdue", "ReconcilerFunction", 2, now - timedelta(minutes=12))
     # Outside the 28 days: not counted.
-    put_indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 50, now - timedelta(days=29))
+    put_indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 50, now - timedelta(days=29))
     result = CliRunner().invoke(app, ["slo", "--json"])
     assert result.exit_code == 0, result.output
     report = envelope(result.output, "slo")

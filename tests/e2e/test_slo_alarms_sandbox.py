@@ -1,5 +1,6 @@
 """The objectives' alarms as deployed, moved by the sandbox's alarm engine: a lost file pages; a
-late file alone pages nothing; files all late page through the fast burn pair."""
+missed (failed or late) file alone pages nothing; files all missed page through the fast burn pair,
+and so do files all failing, on time, from the real handlers (a failed file is not done)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from typing import Any
 
 import pytest
 
+from pipeline.telemetry.catalog import Metric
+from pipeops import faults
+from pipeops.faults import FaultTarget
 from sandbox.clock import TimeScale
-from tests.conftest import alarm_states
+from tests.conftest import alarm_states, put
+from tests.e2e.test_slo_indicators_sandbox import datapoints
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +59,10 @@ def test_a_lost_file_pages_through_the_composite_and_the_burn_alarms_deploy_quie
     assert len(burns) == 9 and "ALARM" not in burns.values()
 
 
-def test_one_late_file_pages_nothing_and_files_all_late_page_through_the_fast_pair(make_sandbox: Any) -> None:
+def test_one_missed_file_pages_nothing_and_files_all_missed_page_through_the_fast_pair(make_sandbox: Any) -> None:
     sandbox = make_sandbox(time_scale=TimeScale(0.02))  # a virtual minute is 1.2 s
     cloudwatch = sandbox.client("cloudwatch")
-    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 1)])
+    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 1)])
     target = sandbox.alarms.virtual_now() + timedelta(minutes=10)
     wait_until(lambda: sandbox.alarms.virtual_now() >= target, 300, "10 virtual minutes")
     sandbox.alarms.evaluate_now()
@@ -67,11 +72,31 @@ def test_one_late_file_pages_nothing_and_files_all_late_page_through_the_fast_pa
     # A short window may breach on that one file (it needs one file); alone it notifies nobody.
     assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeSlowBurn6h"] == states["FilesOnTimeSteadyBurn1d"] == "OK"
 
-    def paged() -> bool:  # two late files a virtual minute or so, no file on time
-        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesLate", "WorkflowTrackerFunction", 2)])
+    def paged() -> bool:  # two missed files a virtual minute or so, no file on time
+        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 2)])
         states = alarm_states(sandbox)
         return states.get("FilesOnTimeFastBurn") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
 
     wait_until(paged, 300, "the fast burn pair and the composite in ALARM")
     states = alarm_states(sandbox)
     assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeFastBurn5m"] == "ALARM"
+
+
+def test_files_all_failing_page_through_the_fast_pair(make_sandbox: Any) -> None:
+    """The detect function fails every invocation: every run ends FAILED, well within its deadline,
+    and its files count FilesMissed, so the fast pair pages. The time it takes is computed, not
+    asserted here (`alarms.slos.time_to_fire_seconds`)."""
+    sandbox = make_sandbox(time_scale=TimeScale(0.02))
+    faults.inject(FaultTarget.of_sandbox(sandbox), "function-errors", share=1.0)
+    uploaded = iter(range(10_000))
+
+    def paged() -> bool:  # a file a second or so, every one failing
+        put(sandbox, f"failing/{next(uploaded)}.txt")
+        states = alarm_states(sandbox)
+        return states.get("FilesOnTimeFastBurn") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
+
+    wait_until(paged, 400, "the fast burn pair and the composite in ALARM")
+    states = alarm_states(sandbox)
+    assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeFastBurn5m"] == "ALARM"
+    assert sum(datapoints(sandbox, Metric.FILES_MISSED, "Sum")) > 0  # the failed runs counted their files
+    assert sum(datapoints(sandbox, Metric.FILES_ON_TIME, "Sum")) == 0  # and none as done

@@ -1,6 +1,6 @@
 """The on-time objective's indicators on the sandbox, from the real handlers to CloudWatch: a file
 done normally counts FilesOnTime; a run stalled past FileDeadlineMinutes counts FilesOverdue once
-however many reconciler passes see it, and nothing more when it ends late; a file removed from its
+however many reconciler passes see it, and nothing more when it ends late (FilesMissed); a file removed from its
 run by hand is reported by FilesLost until it is uploaded again.
 
 Timestamps are wall-clock in the sandbox (only waits are scaled), so the deadline of 1 minute is
@@ -114,6 +114,6 @@ def test_on_time_overdue_once_and_lost_until_uploaded_again(make_sandbox: Any, m
 
     assert sum(datapoints(sandbox, Metric.FILES_OVERDUE, "Sum")) == 2
     assert sum(datapoints(sandbox, Metric.FILES_ON_TIME, "Sum")) == 1
-    assert sum(datapoints(sandbox, Metric.FILES_LATE, "Sum")) == 0
+    assert sum(datapoints(sandbox, Metric.FILES_MISSED, "Sum")) == 0
     assert max(datapoints(sandbox, Metric.FILES_LOST, "Maximum")) == 1
     assert min(datapoints(sandbox, Metric.FILES_LOST, "Minimum")) == 0

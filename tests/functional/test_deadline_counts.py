@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from monitors.reconcile.indicators import measure
 from monitors.reconcile.loop import _active
-from pipeline.deadline import EndedCount, Verdict, count_ended, ended_count
+from pipeline.deadline import EndedCount, count_ended, ended_count
 from pipeline.handlers import workflow_tracker
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
@@ -61,26 +61,30 @@ def test_a_young_run_or_a_dry_run_is_not_counted_overdue(resources, store: Track
     assert store.get_run(old).deadline_counted == ""  # type: ignore[union-attr]
 
 
-def verdict_of(run: RunRef, store: TrackingStore, at: datetime):
-    """The workflow's verdict (PrepareComplete) on a one-file run, COMPLETE, written at `at`."""
+def verdict_of(run: RunRef, store: TrackingStore, at: datetime, detect_failed: tuple[str, ...] = ()):
+    """The workflow's verdict (PrepareComplete) on a run, COMPLETE, written at `at`, the files
+    `detect_failed` in its detect failure list."""
     store.transition(run, JobStatus.DETECTING, at)
     event = {"job_id": run.job_id, "started_at": run.started_at, "redaction_mode": "blackout"}
     outcome = {
         "check": {"within_tolerance": True, "failed_share": 0.0},
-        "failed_files": {},
+        "failed_files": {"detect": [{"key": key, "error": "Boom", "message": "failed"} for key in detect_failed]},
         "redaction_results": {},
         "results_s3_prefix": "results/",
     }
     return record_verdict(store, event, outcome, at)
 
 
-def test_the_verdict_counts_its_runs_files_on_time_or_late_in_the_same_write(resources, store: TrackingStore) -> None:
+def test_the_verdict_counts_its_runs_files_done_or_missed_in_the_same_write(resources, store: TrackingStore) -> None:
     quick = ingested(resources, "quick/a.txt", NOW)
     written = verdict_of(quick, store, NOW + timedelta(minutes=2))
-    assert written is not None and ended_count(written, DEADLINE) == EndedCount(Verdict.ON_TIME, 1)
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(good=1, bad=0)
     slow = ingested(resources, "slow/a.txt", NOW)
     written = verdict_of(slow, store, NOW + timedelta(minutes=16))
-    assert written is not None and ended_count(written, DEADLINE) == EndedCount(Verdict.LATE, 1)
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(good=0, bad=1)
+    failing = ingested(resources, "failing/a.txt", NOW)  # COMPLETE on time, its one file failed
+    written = verdict_of(failing, store, NOW + timedelta(minutes=2), detect_failed=("failing/a.txt",))
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(good=0, bad=1)
     # Counted at its end: never overdue afterwards, and never counted again (a failure event, a retry).
     assert store.count_overdue(slow, format_timestamp(NOW + timedelta(days=1))) is None
     assert count_ended(store, slow, DEADLINE) is None
@@ -103,7 +107,17 @@ def test_the_tracker_counts_a_failed_run_once_and_a_success_never(resources, sto
     for run, status in ((failed, "FAILED"), (failed, "FAILED"), (done, "SUCCEEDED")):
         workflow_tracker.handler(status_event(resources, run, status, error="States.TaskFailed"), lambda_context)
     totals = emf_totals(capsys.readouterr().out)
-    assert totals.get("FilesLate") == 1 and "FilesOnTime" not in totals  # queued a day ago: late, once
+    assert (totals.get("FilesMissed"), totals.get("FilesOnTime")) == (1, 0)  # queued a day ago: late, once
+
+
+def test_the_tracker_counts_a_run_failed_on_time_as_missed(resources, store: TrackingStore, lambda_context, capsys) -> None:
+    queued = datetime.now(UTC)  # the tracker ends the run at the clock's now: well within the deadline
+    failed = ingested(resources, "job/a.txt", queued)
+    store.transition(failed, JobStatus.DETECTING, queued)
+    capsys.readouterr()
+    workflow_tracker.handler(status_event(resources, failed, "FAILED", error="States.TaskFailed"), lambda_context)
+    totals = emf_totals(capsys.readouterr().out)
+    assert (totals.get("FilesMissed"), totals.get("FilesOnTime")) == (1, 0)  # failed: not done, however quick
 
 
 def test_a_failure_after_overdue_counts_nothing(resources, store: TrackingStore, lambda_context, capsys) -> None:
@@ -113,7 +127,7 @@ def test_a_failure_after_overdue_counts_nothing(resources, store: TrackingStore,
     workflow_tracker.handler(status_event(resources, run, "TIMED_OUT"), lambda_context)
     totals = emf_totals(capsys.readouterr().out)
     assert store.get_run(run).status is JobStatus.FAILED  # type: ignore[union-attr]
-    assert "FilesOnTime" not in totals and "FilesLate" not in totals
+    assert "FilesOnTime" not in totals and "FilesMissed" not in totals
 
 
 def test_a_file_removed_from_its_run_is_lost_until_uploaded_again(resources, store: TrackingStore) -> None:

@@ -508,9 +508,9 @@ def burn_rate_queries(window: int) -> list[dict[str, Any]]:
 
     return [
         stat("good", "FilesOnTime", "tracker"),
-        stat("late", "FilesLate", "tracker"),
+        stat("missed", "FilesMissed", "tracker"),
         stat("overdue", "FilesOverdue", "reconciler"),
-        {"Id": "bad", "Expression": "FILL(late, 0) + FILL(overdue, 0)", "ReturnData": False},
+        {"Id": "bad", "Expression": "FILL(missed, 0) + FILL(overdue, 0)", "ReturnData": False},
         {"Id": "total", "Expression": "FILL(good, 0) + bad", "ReturnData": False},
         {"Id": "burn", "Expression": "IF(total >= 10, bad / total, 0)", "ReturnData": True},
     ]
@@ -518,7 +518,7 @@ def burn_rate_queries(window: int) -> list[dict[str, Any]]:
 
 def publish_files(outcomes: str, first_minute: int) -> None:
     """Three files a virtual minute from ``first_minute`` (one a real second), each ``g`` (on time)
-    or ``l`` (late) publishing FilesOnTime and FilesLate; the reconciler's FilesOverdue (0) every
+    or ``l`` (missed: failed or late) publishing FilesOnTime and FilesMissed; the reconciler's FilesOverdue (0) every
     virtual 5 minutes. One PutMetricData call per minute."""
     cloudwatch = client("cloudwatch")
     for minute in range(len(outcomes) // 3):
@@ -528,7 +528,7 @@ def publish_files(outcomes: str, first_minute: int) -> None:
             dimensions = [{"Name": "Function", "Value": "tracker"}, *SLO_DIMENSIONS]
             data += [
                 {"MetricName": "FilesOnTime", "Dimensions": dimensions, "Timestamp": moment, "Value": float(outcome == "g")},
-                {"MetricName": "FilesLate", "Dimensions": dimensions, "Timestamp": moment, "Value": float(outcome == "l")},
+                {"MetricName": "FilesMissed", "Dimensions": dimensions, "Timestamp": moment, "Value": float(outcome == "l")},
             ]
         if (first_minute + minute) % 5 == 0:
             dimensions = [{"Name": "Function", "Value": "reconciler"}, *SLO_DIMENSIONS]

@@ -1,4 +1,5 @@
-"""The on-time objective's rules as pure functions: a run's files on time or late at their end,
+"""The on-time objective's rules as pure functions: a run's files done on time or missed (failed
+or late) at their end,
 overdue with no outcome past the deadline, lost when the run their claim names does not hold them;
 and the reconciler's pass over in-memory stores (each run counted once, nothing in a dry run)."""
 
@@ -8,7 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 from monitors.reconcile.indicators import ClaimState, RunHolding, claim_state, measure, overdue_runs
 from monitors.reconcile.model import ActiveRun
-from pipeline.deadline import EndedCount, Verdict, count_ended, ended_count, is_overdue, verdict
+from pipeline.deadline import (
+    EndedCount,
+    Verdict,
+    classify_ended,
+    count_ended,
+    ended_count,
+    is_overdue,
+    verdict,
+)
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import DeadlineCount, JobStatus
 from pipeline.stores.claims import ObjectClaim, UnsettledClaim
@@ -23,6 +32,38 @@ def test_a_run_that_ends_within_the_deadline_is_on_time_the_deadline_itself_incl
     assert verdict(queued, queued + timedelta(minutes=3), DEADLINE) is Verdict.ON_TIME
     assert verdict(queued, queued + DEADLINE, DEADLINE) is Verdict.ON_TIME
     assert verdict(queued, queued + DEADLINE + timedelta(microseconds=1), DEADLINE) is Verdict.LATE
+
+
+FILES = tuple(f"job/{n}.txt" for n in range(10))
+
+
+def failure(key: str) -> dict[str, str]:
+    return {"key": key, "error": "Boom", "message": "it failed"}
+
+
+def test_a_run_ended_past_its_deadline_misses_every_file_complete_or_not() -> None:
+    for status in (JobStatus.COMPLETE, JobStatus.FAILED):
+        assert classify_ended(status, FILES, {}, Verdict.LATE) == EndedCount(good=0, bad=10)
+
+
+def test_a_run_failed_on_time_misses_every_file() -> None:
+    assert classify_ended(JobStatus.FAILED, FILES, {}, Verdict.ON_TIME) == EndedCount(good=0, bad=10)
+
+
+def test_a_run_complete_on_time_misses_its_failed_files_only_unsupported_and_empty_are_done() -> None:
+    failed_files = {
+        "detect": [failure(FILES[0]), failure(FILES[1])],
+        "redact": [failure(FILES[2])],
+        "unsupported": [FILES[3]],
+        "empty": [FILES[4]],
+    }
+    assert classify_ended(JobStatus.COMPLETE, FILES, failed_files, Verdict.ON_TIME) == EndedCount(good=7, bad=3)
+    assert classify_ended(JobStatus.COMPLETE, FILES, {}, Verdict.ON_TIME) == EndedCount(good=10, bad=0)
+
+
+def test_a_file_in_both_failure_lists_or_not_of_the_run_is_missed_at_most_once() -> None:
+    failed_files = {"detect": [failure(FILES[0])], "redact": [failure(FILES[0]), failure("other/x.txt")]}
+    assert classify_ended(JobStatus.COMPLETE, FILES, failed_files, Verdict.ON_TIME) == EndedCount(good=9, bad=1)
 
 
 def test_a_run_is_overdue_only_past_its_deadline_and_only_when_its_start_is_known() -> None:
@@ -96,7 +137,7 @@ def test_an_overdue_run_is_counted_once_across_passes_and_never_in_a_dry_run() -
     assert measure(observed(tracking), tracking, claims, NOW + DEADLINE, DEADLINE, count=True).overdue_files == 0
 
 
-def test_a_run_counted_overdue_that_ends_later_counts_neither_on_time_nor_late() -> None:
+def test_a_run_counted_overdue_that_ends_later_counts_neither_on_time_nor_missed() -> None:
     tracking, claims, run = stores_with_run(("job/a.txt",), queued_minutes_ago=20)
     assert measure(observed(tracking), tracking, claims, NOW, DEADLINE, count=True).overdue_files == 1
     written = tracking.transition(run, JobStatus.COMPLETE, NOW, count_deadline=True)
@@ -107,7 +148,7 @@ def test_a_run_counted_overdue_that_ends_later_counts_neither_on_time_nor_late()
 def test_the_write_that_ends_a_run_counts_it_and_nothing_counts_it_again() -> None:
     tracking, claims, run = stores_with_run(("job/a.txt",), queued_minutes_ago=5)
     written = tracking.transition(run, JobStatus.COMPLETE, NOW, count_deadline=True)
-    assert written is not None and ended_count(written, DEADLINE) == EndedCount(Verdict.ON_TIME, 1)
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(good=1, bad=0)
     assert count_ended(tracking, run, DEADLINE) is None
     assert measure(observed(tracking), tracking, claims, NOW + DEADLINE * 2, DEADLINE, count=True).overdue_files == 0
 
@@ -117,7 +158,7 @@ def test_a_run_counted_at_its_end_is_counted_once_and_never_overdue() -> None:
     assert count_ended(tracking, run, DEADLINE) is None  # not terminal yet: nothing to count
     assert tracking.transition(run, JobStatus.FAILED, NOW) is not None
     counted = count_ended(tracking, run, DEADLINE)
-    assert counted is not None and (counted.verdict, counted.files) == (Verdict.LATE, 2)
+    assert counted == EndedCount(good=0, bad=2)
     assert count_ended(tracking, run, DEADLINE) is None  # a repeated status event
     assert measure(observed(tracking), tracking, claims, NOW, DEADLINE, count=True).overdue_files == 0
 

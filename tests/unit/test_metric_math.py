@@ -210,9 +210,9 @@ def burn_alarm(window: int = 3600, threshold: float = 0.144) -> dict:
         "AlarmName": f"slo-burn-{window}",
         "Metrics": [
             _stat("good", "FilesOnTime", window),
-            _stat("late", "FilesLate", window),
+            _stat("missed", "FilesMissed", window),
             _stat("overdue", "FilesOverdue", window),
-            {"Id": "bad", "Expression": "FILL(late, 0) + FILL(overdue, 0)", "ReturnData": False},
+            {"Id": "bad", "Expression": "FILL(missed, 0) + FILL(overdue, 0)", "ReturnData": False},
             {"Id": "total", "Expression": "FILL(good, 0) + bad", "ReturnData": False},
             {"Id": "burn", "Expression": "IF(total >= 10, bad / total, 0)", "ReturnData": True},
         ],
@@ -263,14 +263,14 @@ NOW = datetime(2026, 12, 1, 12, 0, 40, tzinfo=UTC)  # evaluated at 12:00:40: the
 
 def outcomes(outcomes: str, start: datetime, spread: timedelta) -> dict[str, list[Sample]]:
     """Files reaching their outcome evenly over ``spread`` from ``start``, ``g`` on time and ``l``
-    late: each publishes both FilesOnTime and FilesLate (1 and 0), and the reconciler publishes
+    missed (failed or late): each publishes both FilesOnTime and FilesMissed (1 and 0), and the reconciler publishes
     FilesOverdue (0) every 5 minutes -- so every query has data wherever there is traffic."""
     count = len(outcomes)
     stamps = [start + spread * (k + 0.5) / count for k in range(count)]
     passes = int(spread / timedelta(minutes=5))
     return {
         "good": [Sample(t, float(o == "g")) for t, o in zip(stamps, outcomes, strict=True)],
-        "late": [Sample(t, float(o == "l")) for t, o in zip(stamps, outcomes, strict=True)],
+        "missed": [Sample(t, float(o == "l")) for t, o in zip(stamps, outcomes, strict=True)],
         "overdue": [Sample(start + timedelta(minutes=5 * k + 1), 0.0) for k in range(passes)],
     }
 
@@ -284,14 +284,14 @@ def test_sustained_failures_fire_the_hour_window() -> None:
     assert verdict.datapoints[0].timestamp == datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
 
 
-def test_a_blip_of_a_few_late_files_in_an_hour_of_good_ones_does_not_fire() -> None:
+def test_a_blip_of_a_few_missed_files_in_an_hour_of_good_ones_does_not_fire() -> None:
     samples = outcomes("g" * 150 + "lll" + "g" * 150, NOW - timedelta(hours=1), timedelta(minutes=59))
     verdict = evaluate_math_samples(HOUR_ALARM, samples, NOW)
     assert verdict.state is AlarmState.OK
     assert verdict.datapoints[0].value == pytest.approx(3 / 303)
 
 
-def test_a_quiet_hour_with_one_late_file_does_not_fire_thanks_to_the_minimum_events_guard() -> None:
+def test_a_quiet_hour_with_one_missed_file_does_not_fire_thanks_to_the_minimum_events_guard() -> None:
     samples = outcomes("l", NOW - timedelta(hours=1), timedelta(minutes=59))
     verdict = evaluate_math_samples(HOUR_ALARM, samples, NOW)
     assert verdict.state is AlarmState.OK and verdict.datapoints[0].value == 0.0
@@ -308,36 +308,36 @@ def test_no_traffic_at_all_is_missing_data_and_not_breaching() -> None:
 
 
 def test_a_metric_never_published_in_the_range_empties_the_sums_it_is_filled_into() -> None:
-    """FILL cannot fill a series with no datapoint in the range (evaluate, 9.): late files alone,
+    """FILL cannot fill a series with no datapoint in the range (evaluate, 9.): missed files alone,
     with FilesOnTime and FilesOverdue never published, leave ``total`` empty -- the indicators
     must publish their zeros for the alarm to see failures."""
-    only_late = {"late": [Sample(NOW - timedelta(minutes=k), 1.0) for k in range(1, 40)]}
-    verdict = evaluate_math_samples(HOUR_ALARM, only_late, NOW)
+    only_missed = {"missed": [Sample(NOW - timedelta(minutes=k), 1.0) for k in range(1, 40)]}
+    verdict = evaluate_math_samples(HOUR_ALARM, only_missed, NOW)
     assert verdict.state is AlarmState.OK and verdict.datapoints[0].value is None
 
 
-def test_summing_an_array_sees_failures_when_only_late_files_are_published() -> None:
+def test_summing_an_array_sees_failures_when_only_missed_files_are_published() -> None:
     """SUM over an array adds the members that have a value: the shape for indicators published
-    only when they count something (a run's files on time *or* late, overdue only when any)."""
+    only when they count something (files done on time *or* missed, overdue only when any)."""
     robust = [
         *burn_alarm()["Metrics"][:3],
-        {"Id": "bad", "Expression": "SUM([FILL(late, 0), FILL(overdue, 0)])", "ReturnData": False},
+        {"Id": "bad", "Expression": "SUM([FILL(missed, 0), FILL(overdue, 0)])", "ReturnData": False},
         {"Id": "total", "Expression": "SUM([FILL(good, 0), bad])", "ReturnData": False},
         {"Id": "burn", "Expression": "IF(total >= 10, bad / total, 0)", "ReturnData": True},
     ]
     rule = AlarmRule.from_put_metric_alarm(burn_alarm() | {"Metrics": robust})
     minutes = range(1, 40)
-    only_late = {"late": [Sample(NOW - timedelta(minutes=k), 1.0) for k in minutes]}
-    assert evaluate_math_samples(rule, only_late, NOW).state is AlarmState.ALARM
+    only_missed = {"missed": [Sample(NOW - timedelta(minutes=k), 1.0) for k in minutes]}
+    assert evaluate_math_samples(rule, only_missed, NOW).state is AlarmState.ALARM
     only_good = {"good": [Sample(NOW - timedelta(minutes=k), 1.0) for k in minutes]}
     assert evaluate_math_samples(rule, only_good, NOW).state is AlarmState.OK
-    one_late = {"late": [Sample(NOW - timedelta(minutes=3), 1.0)]}
-    assert evaluate_math_samples(rule, one_late, NOW).state is AlarmState.OK  # the guard
+    one_missed = {"missed": [Sample(NOW - timedelta(minutes=3), 1.0)]}
+    assert evaluate_math_samples(rule, one_missed, NOW).state is AlarmState.OK  # the guard
 
 
 def test_the_sliding_hour_fires_minutes_after_failures_start_not_at_the_top_of_the_hour() -> None:
-    """A file every 30 s from 11:00, all late from 11:20: the sliding hour's bad share reaches
-    14.4% 4 minutes later (8 late of 48), long before the clock hour ends at 12:00."""
+    """A file every 30 s from 11:00, all missed from 11:20: the sliding hour's bad share reaches
+    14.4% 4 minutes later (8 missed of 48), long before the clock hour ends at 12:00."""
     start = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
     samples = outcomes("g" * 40 + "l" * 80, start, timedelta(hours=1))
     moments = [start + timedelta(minutes=m, seconds=5) for m in range(20, 61)]
@@ -350,7 +350,7 @@ def test_the_sliding_hour_fires_minutes_after_failures_start_not_at_the_top_of_t
 def test_evaluate_math_takes_per_period_datapoints_by_query_id() -> None:
     hour = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
     firing = evaluate_math(
-        HOUR_ALARM, {"good": {hour: 50.0}, "late": {hour: 10.0}, "overdue": {hour: 0.0}}, NOW
+        HOUR_ALARM, {"good": {hour: 50.0}, "missed": {hour: 10.0}, "overdue": {hour: 0.0}}, NOW
     )
     quiet = evaluate_math(HOUR_ALARM, {"good": {hour: 500.0}, "overdue": {hour: 1.0}}, NOW)
     assert (firing.state, quiet.state) == (AlarmState.ALARM, AlarmState.OK)
@@ -370,16 +370,16 @@ def test_a_single_metric_alarm_is_not_evaluated_as_metric_math() -> None:
 def test_the_burn_shape_is_the_bad_share_of_the_sliding_hour_above_the_guard(
     minutes: list[tuple[int, int, int]], second: int
 ) -> None:
-    """Per-minute counts (on time, late, overdue) in the minutes before ``now``: the returned
+    """Per-minute counts (on time, missed, overdue) in the minutes before ``now``: the returned
     datapoint is bad / total of the hour ending at now's minute, 0 below ten files."""
     now = NOW.replace(second=second)
-    samples: dict[str, list[Sample]] = {"good": [], "late": [], "overdue": []}
+    samples: dict[str, list[Sample]] = {"good": [], "missed": [], "overdue": []}
     for k, counts in enumerate(minutes, start=1):
         moment = NOW.replace(second=0) - timedelta(minutes=k) + timedelta(seconds=7)
-        for query_id, count in zip(("good", "late", "overdue"), counts, strict=True):
+        for query_id, count in zip(("good", "missed", "overdue"), counts, strict=True):
             samples[query_id].append(Sample(moment, float(count)))
-    good, late, overdue = (sum(c[i] for c in minutes) for i in range(3))
-    total, bad = good + late + overdue, late + overdue
+    good, missed, overdue = (sum(c[i] for c in minutes) for i in range(3))
+    total, bad = good + missed + overdue, missed + overdue
     verdict = evaluate_math_samples(HOUR_ALARM, samples, now)
     assert verdict.datapoints[0].timestamp == NOW.replace(second=0) - timedelta(hours=1)
     assert verdict.datapoints[0].value == pytest.approx(bad / total if total >= 10 else 0.0)

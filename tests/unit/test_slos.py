@@ -116,7 +116,7 @@ def test_each_window_alarm_is_the_bad_share_against_burn_times_the_budget(pair: 
     properties = GENERATED[window.logical_id]["Properties"]
     metrics = {query["Id"]: query for query in properties["Metrics"]}
     assert [query["Id"] for query in properties["Metrics"] if query.get("ReturnData", True)] == ["burn"]
-    assert metrics["bad"]["Expression"] == "SUM([FILL(late, 0), FILL(overdue, 0)])"
+    assert metrics["bad"]["Expression"] == "SUM([FILL(missed, 0), FILL(overdue, 0)])"
     assert metrics["total"]["Expression"] == "SUM([FILL(good, 0), bad])"
     for target in SLO_TARGETS:
         burn = resolve_target(metrics["burn"]["Expression"], target)
@@ -126,7 +126,7 @@ def test_each_window_alarm_is_the_bad_share_against_burn_times_the_budget(pair: 
         assert resolve_target(properties["Threshold"], target) == threshold(pair.alert, target)
     stats = [query["MetricStat"] for query in properties["Metrics"] if "MetricStat" in query]
     assert {stat["Period"] for stat in stats} == {window.seconds} and {stat["Stat"] for stat in stats} == {"Sum"}
-    assert {stat["Metric"]["MetricName"] for stat in stats} == {"FilesOnTime", "FilesLate", "FilesOverdue"}
+    assert {stat["Metric"]["MetricName"] for stat in stats} == {"FilesOnTime", "FilesMissed", "FilesOverdue"}
     assert (properties["EvaluationPeriods"], properties["DatapointsToAlarm"]) == (1, 1)
     assert properties["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert properties["TreatMissingData"] == "notBreaching"
@@ -172,13 +172,13 @@ def deployed_rule(window: WindowAlarm, target: str = DEFAULT_TARGET) -> AlarmRul
 
 def replay(window: WindowAlarm, periods: tuple, previous: AlarmState = AlarmState.INSUFFICIENT_DATA) -> AlarmState:
     """The example periods (one window each, oldest first) through the evaluator's metric math,
-    on the alarm as deployed: each period's (good, late, overdue) as the three queries' Sums."""
+    on the alarm as deployed: each period's (good, missed, overdue) as the three queries' Sums."""
     rule = deployed_rule(window)
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     moments = [now - timedelta(seconds=window.seconds * (len(periods) - i)) + timedelta(seconds=1) for i in range(len(periods))]
     stats = [query["Id"] for query in GENERATED[window.logical_id]["Properties"]["Metrics"] if "MetricStat" in query]
     # Each indicator's counts on its first emitter's query (`good` itself, or `good1` of a sum).
-    ids = [next(i for i in stats if i.rstrip("0123456789") == name) for name in ("good", "late", "overdue")]
+    ids = [next(i for i in stats if i.rstrip("0123456789") == name) for name in ("good", "missed", "overdue")]
     datapoints = {
         query_id: {moment: value[k] for moment, value in zip(moments, periods, strict=True) if value[k] is not None}
         for k, query_id in enumerate(ids)
@@ -192,13 +192,13 @@ def test_each_window_fires_on_its_firing_series_and_stays_quiet_on_its_quiet_one
     assert replay(window, window.quiet_on, AlarmState.ALARM) is AlarmState.OK
 
 
-def test_a_quiet_hour_with_one_late_file_does_not_page_but_a_busy_burning_hour_does() -> None:
+def test_a_quiet_hour_with_one_missed_file_does_not_page_but_a_busy_burning_hour_does() -> None:
     fast_long = PAIRS[0].long
     assert replay(fast_long, ((3, 1, None),)) is AlarmState.OK  # 4 files: below the guard
     assert replay(fast_long, ((6, 1, None),)) is AlarmState.OK  # 7 files: one bad alone is below 0.144
     assert replay(fast_long, ((5, 2, None),)) is AlarmState.ALARM  # two are not
-    # Only late files published (the tracker sends FilesOnTime or FilesLate for a run, never both):
-    # the total is still the late files, so an outage pages.
+    # Only missed files published (no run's end in the window sent its FilesOnTime zero): the total
+    # is still the missed files, so an outage pages.
     assert replay(fast_long, ((None, 8, None),)) is AlarmState.ALARM
     assert replay(fast_long, ((None, None, 8),)) is AlarmState.ALARM  # only overdue
     assert replay(PAIRS[0].short, ((None, 1, None),)) is AlarmState.ALARM  # the short window needs one file
@@ -214,10 +214,10 @@ def test_the_deployed_guard_and_threshold_follow_the_target(target: str) -> None
 
     stats = [query["Id"] for query in GENERATED[fast_long.logical_id]["Properties"]["Metrics"] if "MetricStat" in query]
 
-    def state(good: float, late: float) -> AlarmState:  # each on its first emitter's query, split over two when summed
+    def state(good: float, missed: float) -> AlarmState:  # each on its first emitter's query, split over two when summed
         good_ids = [i for i in stats if i.rstrip("0123456789") == "good"]
-        late_ids = [i for i in stats if i.rstrip("0123456789") == "late"]
-        data = {good_ids[0]: {moment: good}, late_ids[-1]: {moment: late}}
+        missed_ids = [i for i in stats if i.rstrip("0123456789") == "missed"]
+        data = {good_ids[0]: {moment: good}, missed_ids[-1]: {moment: missed}}
         return evaluate_math(rule, data, now).state
 
     assert state(guard - 2, 1) is AlarmState.OK  # below the guard: 0
@@ -282,7 +282,7 @@ def test_the_operations_dashboard_shows_the_objectives_row_after_the_critical_ch
     start = titles.index(expected[0])
     assert titles[start : start + len(expected)] == expected
     # FilesLost's chart carries a critical alarm: it comes first.
-    assert "Files against their deadline: on time, late, overdue, lost" in titles[:start]
+    assert "Files against their deadline: on time, missed (failed or late), overdue, lost" in titles[:start]
     budget = next(w for w in body["widgets"] if w["properties"].get("title") == expected[0])["properties"]
     assert (budget["view"], budget["start"], budget["setPeriodToTimeRange"]) == ("singleValue", "-P28D", True)
     assert budget["metrics"][-1] == [{"expression": "1 - share / (1 - ${SloTarget} / 100)", "id": "budget", "label": "share of the budget left"}]
