@@ -46,16 +46,38 @@ What the documentation leaves open, and what this module does about it:
    at least p% of the samples <= v, matching "p95: 95 percent of the data ... is lower". With
    EvaluateLowSampleCountPercentile = ``ignore``, a period with fewer than 10/(1-p) samples
    (p >= 0.5) or 10/p samples (p < 0.5) among the evaluated ones keeps the current state.
-8. **Times.** Periods are aligned to the Unix epoch (CloudWatch aligns to the clock). Naive
-   datetimes are taken as UTC.
-9. **``FILL(m, value)`` metric math** (the one expression evaluated here: an alarm whose
-   ``Metrics`` are one metric and ``FILL`` of it). FILL "fills the missing values of a time
-   series" over the queried range; a series with no datapoint in the range has nothing to fill
-   and stays empty (the behaviour reported for alarms on FILL over a silent metric). So: with at
+8. **Times and the evaluation window.** CloudWatch's default EvaluationWindow is a
+   SlidingWindow, which "advances each time the alarm is evaluated, forming a rolling time
+   window" (alarm-evaluation-window.html, below); a WallClockWindow aligns periods to clock
+   boundaries instead. CloudWatch evaluates an alarm every minute, so here the periods *end at
+   the evaluation time rounded down to the minute* (``SLIDING_STEP_SECONDS``): a 1-hour period
+   evaluated at 10:37:20 covers [09:37, 10:37). A period of 60 s or less ends at ``now`` rounded
+   down to the period, which is the same as aligning it to the epoch: every alarm written
+   before this (60 s periods) behaves as it did. Alarms with longer periods (the reconciler's
+   run-length periods) slide too, as on AWS: a breach is seen a minute after the minute it
+   happens in, not when the clock period ends -- which is the point of a 1-hour or 1-day
+   burn-rate window. WallClockWindow (an alarm setting EvaluationWindow) is not modelled: such
+   alarms are refused. Naive datetimes are taken as UTC.
+9. **``FILL(m, value)`` metric math** (an alarm whose ``Metrics`` are one metric and
+   ``FILL`` of it, read into ``AlarmRule.fill``; other metric math is item 10). FILL "fills
+   the missing values of a time series" over the queried range; a series with no datapoint in
+   the range has nothing to fill and stays empty (the behaviour reported for alarms on FILL over a silent metric). So: with at
    least one real datapoint in the evaluation range, every period of the range has a value (the
    fill where none was published) and TreatMissingData is never consulted; with none, the
    alarm's TreatMissingData decides as for any alarm. Math alarms are not in the AWS/DynamoDB
    namespace: CloudWatch's forced ``ignore`` does not apply to them.
+10. **Metric math.** Any other ``Metrics`` (MetricStat queries and expressions over their ids,
+   the grammar of ``alarms.metric_math``) is read into ``AlarmRule.math``. Each MetricStat is
+   aggregated over the evaluation range's periods (the alarm's Period, its own Stat), the
+   expressions are evaluated over those aligned series (``alarms.metric_math``), and the
+   returned series is judged as a single metric's datapoints would be (items 1-6). Every
+   MetricStat must have the same Period, the alarm's. The low-sample percentile rule (7.) does
+   not apply to the returned series. An unsupported function fails with its name and the
+   alarm's.
+
+Alarm evaluation window:
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-evaluation-window.html
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_SlidingWindow.html
 """
 
 from __future__ import annotations
@@ -70,8 +92,11 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from alarms.metric_math import MetricMathError, Queries, evaluate_queries, parse_queries
+
 __all__ = [
     "EXTRA_RANGE_PERIODS",
+    "SLIDING_STEP_SECONDS",
     "AlarmRule",
     "AlarmState",
     "Comparison",
@@ -81,17 +106,23 @@ __all__ = [
     "TreatMissingData",
     "Verdict",
     "aggregate",
+    "aggregate_window",
     "cloudwatch_stamp",
     "evaluate",
+    "evaluate_math",
+    "evaluate_math_samples",
     "evaluate_samples",
     "evaluation_window",
     "math_metric",
     "minimum_samples",
+    "replay",
     "watched_metric",
 ]
 
 EXTRA_RANGE_PERIODS = 2
 """Periods retrieved beyond EvaluationPeriods (the docs' example: N = 3, evaluation range 5)."""
+SLIDING_STEP_SECONDS = 60
+"""How often CloudWatch evaluates an alarm: a sliding window's periods end on this step (8.)."""
 
 STANDARD_STATISTICS = frozenset({"Sum", "Average", "Minimum", "Maximum", "SampleCount"})
 _PERCENTILE = re.compile(r"p(\d{1,3}(?:\.\d+)?)")
@@ -213,6 +244,7 @@ class AlarmRule:
     treat_missing_data: TreatMissingData = TreatMissingData.MISSING
     evaluate_low_sample_count_percentile: LowSampleCountPercentile = LowSampleCountPercentile.EVALUATE
     fill: float | None = None  # FILL(m, fill) metric math over the metric (module docstring, 9.)
+    math: Queries | None = None  # any other metric math (module docstring, 10.)
 
     def __post_init__(self) -> None:
         # Coerce CloudWatch strings to enums so a typo fails here, not mid-evaluation.
@@ -248,11 +280,14 @@ class AlarmRule:
         (a single metric, or ``Metrics`` holding one metric and ``FILL`` of it)."""
         name = props.get("AlarmName") or "<unnamed>"
         fill: float | None = None
+        math_queries: Queries | None = None
+        if props.get("EvaluationWindow") and "WallClockWindow" in props["EvaluationWindow"]:
+            raise ValueError(f"alarm {name!r}: a WallClockWindow evaluation window is not evaluated offline")
         if props.get("Metrics"):
-            stat, fill = math_metric(props)
-            props = {**props, "Statistic": stat["Stat"], "Period": stat["Period"]}
-            if _percentile(stat["Stat"]) is not None:
-                props = {**props, "Statistic": None, "ExtendedStatistic": stat["Stat"]}
+            stat_name, period, fill, math_queries = _math_parts(name, props)
+            props = {**props, "Statistic": stat_name, "Period": period}
+            if _percentile(stat_name) is not None:
+                props = {**props, "Statistic": None, "ExtendedStatistic": stat_name}
         statistic, extended = props.get("Statistic"), props.get("ExtendedStatistic")
         if statistic and extended:
             raise ValueError(f"alarm {name!r}: give Statistic or ExtendedStatistic, not both")
@@ -288,7 +323,23 @@ class AlarmRule:
                 f"alarm {name!r}: EvaluateLowSampleCountPercentile",
             ),
             fill=fill,
+            math=math_queries,
         )
+
+
+def _math_parts(name: str, props: Mapping[str, Any]) -> tuple[str, int, float | None, Queries | None]:
+    """(statistic, period, FILL value, other metric math) of an alarm's ``Metrics``: one metric
+    and FILL of it (9.) gives a fill value, anything else parsed metric math (10.)."""
+    try:
+        stat, fill = math_metric(props)
+    except ValueError:
+        try:
+            queries = parse_queries(name, list(props["Metrics"]))
+        except MetricMathError as exc:
+            raise ValueError(f"{exc} (metric-math alarms: see alarms.metric_math for the grammar)") from None
+        first = queries.stats[0]
+        return first.statistic, first.period_seconds, None, queries
+    return str(stat["Stat"]), int(stat["Period"]), fill, None
 
 
 def math_metric(props: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
@@ -375,6 +426,18 @@ def _period_start(moment: datetime, period_seconds: int) -> datetime:
     return _EPOCH + timedelta(seconds=seconds - seconds % period_seconds)
 
 
+def _window_end(period_seconds: int, now: datetime) -> datetime:
+    """Where the newest evaluated period ends: ``now`` rounded down to the evaluation step, or to
+    the period when it is shorter (8.)."""
+    return _period_start(now, min(period_seconds, SLIDING_STEP_SECONDS))
+
+
+def _slot(moment: datetime, end: datetime, period_seconds: int) -> datetime:
+    """Start of the period holding ``moment`` among the periods that end at ``end``."""
+    offset = (_utc(moment) - end).total_seconds()
+    return end + timedelta(seconds=math.floor(offset / period_seconds) * period_seconds)
+
+
 def _range_periods(rule: AlarmRule, range_periods: int | None) -> int:
     if range_periods is None:
         return rule.evaluation_periods + EXTRA_RANGE_PERIODS
@@ -386,24 +449,26 @@ def _range_periods(rule: AlarmRule, range_periods: int | None) -> int:
 def evaluation_window(
     rule: AlarmRule, now: datetime, *, range_periods: int | None = None
 ) -> tuple[datetime, datetime]:
-    """[start, end) of the evaluation range: the complete periods ending at or before ``now``.
+    """[start, end) of the evaluation range: the periods of the sliding window at ``now`` (8.).
 
     This is the window to fetch (GetMetricData StartTime/EndTime) before calling ``evaluate``.
     """
-    end = _period_start(now, rule.period_seconds)
+    end = _window_end(rule.period_seconds, now)
     count = _range_periods(rule, range_periods)
     return end - timedelta(seconds=rule.period_seconds * count), end
 
 
 def _buckets(
-    samples: Iterable[Sample], period_seconds: int, start: datetime, end: datetime
+    samples: Iterable[Sample], period_seconds: int, start: datetime, end: datetime, *, sliding: bool = True
 ) -> dict[datetime, list[tuple[float, float]]]:
+    """Samples in [start, end) by period: periods ending at ``end`` (sliding) or epoch-aligned."""
     start, end = _utc(start), _utc(end)
+    anchor = end if sliding else _EPOCH
     buckets: dict[datetime, list[tuple[float, float]]] = {}
     for sample in samples:
         moment = _utc(sample.timestamp)
         if start <= moment < end:
-            buckets.setdefault(_period_start(moment, period_seconds), []).append((sample.value, sample.count))
+            buckets.setdefault(_slot(moment, anchor, period_seconds), []).append((sample.value, sample.count))
     return dict(sorted(buckets.items()))
 
 
@@ -448,14 +513,28 @@ def aggregate(
     _check_period(period_seconds)
     return {
         moment: _statistic(statistic, values)
+        for moment, values in _buckets(samples, period_seconds, start, end, sliding=False).items()
+    }
+
+
+def aggregate_window(
+    samples: Iterable[Sample], statistic: str, period_seconds: int, start: datetime, end: datetime
+) -> dict[datetime, float]:
+    """As ``aggregate``, with the periods counted back from ``end``: a sliding window's (8.)."""
+    _percentile(statistic)
+    _check_period(period_seconds)
+    return {
+        moment: _statistic(statistic, values)
         for moment, values in _buckets(samples, period_seconds, start, end).items()
     }
 
 
-def _aligned(points: Mapping[datetime, float], period_seconds: int, what: str) -> dict[datetime, float]:
+def _aligned(
+    points: Mapping[datetime, float], period_seconds: int, end: datetime, what: str
+) -> dict[datetime, float]:
     out: dict[datetime, float] = {}
     for moment, value in points.items():
-        start = _period_start(moment, period_seconds)
+        start = _slot(moment, end, period_seconds)
         if start in out:
             raise ValueError(f"two {what} fall in the period starting {start.isoformat()}")
         out[start] = float(value)
@@ -528,14 +607,14 @@ def evaluate(
     period = timedelta(seconds=rule.period_seconds)
     start, end = evaluation_window(rule, now, range_periods=range_periods)
     slots = [end - period * (i + 1) for i in range((end - start) // period)]  # newest first
-    values = _aligned(datapoints, rule.period_seconds, "datapoints")
+    values = _aligned(datapoints, rule.period_seconds, end, "datapoints")
     if rule.fill is not None and any(t in values for t in slots):
         values = {t: values.get(t, rule.fill) for t in slots}  # FILL: a value in every period
     evaluated, real_count = _evaluated_points(rule, values, slots)
     state, reason = _decide(
         rule, evaluated, real_count=real_count, range_count=len(slots), previous=previous, stamp=stamp
     )
-    thin = _thin_periods(rule, evaluated, sample_counts)
+    thin = _thin_periods(rule, evaluated, sample_counts, end)
     if thin:
         state, reason = _retain(
             previous,
@@ -569,7 +648,7 @@ def _evaluated_points(
 
 
 def _thin_periods(
-    rule: AlarmRule, evaluated: list[Evaluated], sample_counts: Mapping[datetime, float] | None
+    rule: AlarmRule, evaluated: list[Evaluated], sample_counts: Mapping[datetime, float] | None, end: datetime
 ) -> int:
     """How many evaluated periods have too few samples for a percentile that ignores them
     (0 when the check does not apply, or no sample counts were given)."""
@@ -579,7 +658,7 @@ def _thin_periods(
         or rule.evaluate_low_sample_count_percentile is not LowSampleCountPercentile.IGNORE
     ):
         return 0
-    counts = _aligned(sample_counts, rule.period_seconds, "sample counts")
+    counts = _aligned(sample_counts, rule.period_seconds, end, "sample counts")
     needed = minimum_samples(rule.statistic)
     return sum(
         1 for p in evaluated if p.value is not None and p.timestamp in counts and counts[p.timestamp] < needed
@@ -651,3 +730,89 @@ def evaluate_samples(
     return evaluate(
         rule, datapoints, now, previous, sample_counts=counts, range_periods=range_periods, stamp=stamp
     )
+
+
+def _require_math(rule: AlarmRule) -> Queries:
+    if rule.math is None:
+        raise ValueError(f"alarm {rule.name!r} is not a metric-math alarm: use evaluate / evaluate_samples")
+    return rule.math
+
+
+def evaluate_math(
+    rule: AlarmRule,
+    datapoints: Mapping[str, Mapping[datetime, float]],
+    now: datetime,
+    previous: AlarmState = AlarmState.INSUFFICIENT_DATA,
+    *,
+    range_periods: int | None = None,
+    stamp: Stamp = cloudwatch_stamp,
+) -> Verdict:
+    """The state of a metric-math alarm (10.) given each MetricStat query's datapoints, by its
+    Id (a period -- any moment inside it -- to its statistic value; absent periods are missing)."""
+    queries = _require_math(rule)
+    start, end = evaluation_window(rule, now, range_periods=range_periods)
+    slots = [
+        start + timedelta(seconds=rule.period_seconds * i)
+        for i in range((end - start) // timedelta(seconds=rule.period_seconds))
+    ]
+    series = {
+        query.id: {
+            t: v
+            for t, v in _aligned(datapoints.get(query.id, {}), rule.period_seconds, end, query.id).items()
+            if start <= t < end
+        }
+        for query in queries.stats
+    }
+    try:
+        returned = evaluate_queries(queries, series, slots)
+    except MetricMathError as exc:
+        raise ValueError(f"alarm {rule.name!r}: {exc}") from None
+    return evaluate(rule, returned, now, previous, range_periods=range_periods, stamp=stamp)
+
+
+def evaluate_math_samples(
+    rule: AlarmRule,
+    samples: Mapping[str, Iterable[Sample]],
+    now: datetime,
+    previous: AlarmState = AlarmState.INSUFFICIENT_DATA,
+    *,
+    range_periods: int | None = None,
+    stamp: Stamp = cloudwatch_stamp,
+) -> Verdict:
+    """Aggregate each MetricStat query's raw samples (by its Id) with its own Stat over the
+    evaluation range, then ``evaluate_math``."""
+    queries = _require_math(rule)
+    start, end = evaluation_window(rule, now, range_periods=range_periods)
+    datapoints = {
+        query.id: aggregate_window(
+            samples.get(query.id, ()), query.statistic, rule.period_seconds, start, end
+        )
+        for query in queries.stats
+    }
+    return evaluate_math(rule, datapoints, now, previous, range_periods=range_periods, stamp=stamp)
+
+
+def replay(
+    rule: AlarmRule,
+    samples: Mapping[str, Iterable[Sample]] | Iterable[Sample],
+    moments: Iterable[datetime],
+    previous: AlarmState = AlarmState.INSUFFICIENT_DATA,
+) -> list[Verdict]:
+    """The verdicts CloudWatch would give at each of ``moments`` (in order), each evaluation
+    starting from the previous one's state: raw samples by MetricStat Id for a metric-math
+    alarm, a plain list of samples for any other."""
+    kept: Mapping[str, list[Sample]] | list[Sample]
+    kept = {k: list(v) for k, v in samples.items()} if isinstance(samples, Mapping) else list(samples)
+    verdicts: list[Verdict] = []
+    for moment in moments:
+        if rule.math is not None:
+            if not isinstance(kept, Mapping):
+                raise ValueError(f"alarm {rule.name!r}: give a metric-math alarm's samples by query Id")
+            verdict = evaluate_math_samples(rule, kept, moment, previous)
+        else:
+            if isinstance(kept, Mapping):
+                raise ValueError(f"alarm {rule.name!r}: give a single-metric alarm's samples as a list")
+            verdict = evaluate_samples(rule, kept, moment, previous)
+        verdicts.append(verdict)
+        previous = verdict.state
+    return verdicts

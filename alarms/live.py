@@ -218,6 +218,8 @@ def check_alarms(
             rule = AlarmRule.from_put_metric_alarm(alarm)
         except ValueError:
             continue  # metric math the evaluator does not model: CloudWatch's state stands
+        if rule.math is not None:
+            continue  # metric math over several metrics: not fetched here, CloudWatch's state stands
         if alarm.get("Namespace") == "AWS/DynamoDB":
             rule = AlarmRule(**{**asdict(rule), "treat_missing_data": "ignore"})  # as CloudWatch does
         previous = AlarmState(alarm["StateValue"])

@@ -488,6 +488,15 @@ def _throughput() -> list[_Chart]:
             ],
         ),
         _Chart(
+            "Files against their deadline: on time, late, overdue, lost",
+            [
+                ours(Metric.FILES_ON_TIME, Function.TRACKER, label="on time"),
+                ours(Metric.FILES_LATE, Function.TRACKER, label="late"),
+                ours(Metric.FILES_OVERDUE, Function.RECONCILER, label="overdue"),
+                ours(Metric.FILES_LOST, Function.RECONCILER, stat="Maximum", label="lost"),
+            ],
+        ),
+        _Chart(
             "Runs succeeded and failed",
             [
                 ours(Metric.JOBS_SUCCEEDED, Function.TRACKER, label="succeeded"),

@@ -103,6 +103,9 @@ class Settings:
     # A larger folder becomes several runs: ingest closes a pending run at this many files, the
     # batch trigger splits a folder into runs of at most this many.
     max_files_per_run: int = setting(DEFAULT_MAX_FILES_PER_RUN, "MAX_FILES_PER_RUN", minimum=1)
+    # The "files done on time" objective's target: a file is on time when its run reached a
+    # terminal outcome within this many minutes of being queued (pipeline/deadline.py).
+    file_deadline_minutes: int = setting(15, "FILE_DEADLINE_MINUTES", minimum=1)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def require(self, attribute: str) -> str:
@@ -134,6 +137,8 @@ class ReconcileSettings:
     stall_seconds: float = setting(900.0, "RECONCILE_STALL_SECONDS", minimum=0)
     # False: the scheduled run reports only (findings and metrics, no repair).
     apply: bool = setting(True, "RECONCILE_APPLY")
+    # Files with no outcome this long after being queued are overdue (the pipeline's own variable).
+    file_deadline_minutes: int = setting(Settings.file_deadline_minutes, "FILE_DEADLINE_MINUTES", minimum=1)
 
 
 # Every variable the settings read (the template sets no other, besides powertools' and OTel's).

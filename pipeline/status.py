@@ -116,3 +116,11 @@ class FailedFileKind(StrEnum):
 def empty_failed_files() -> dict[str, list[object]]:
     """A run's `failed_files` with nothing in any list."""
     return {kind.value: [] for kind in FailedFileKind}
+
+
+class DeadlineCount(StrEnum):
+    """A run's `deadline_counted`: who counted its files for the on-time objective, and as what
+    (pipeline/deadline.py). Set once, by a conditional write; absent until then."""
+
+    ENDED = "ended"  # at its terminal outcome: on time or late
+    OVERDUE = "overdue"  # by the reconciler, with no outcome past the deadline

@@ -34,9 +34,14 @@ no transition (the state is set silently, no action); leaving it is, and notifie
 alarm to that Unchecked OK when PutMetricAlarm updates it; AWS keeps the state: the engine then
 continues from the state it last gave the alarm.
 
-Metric-math alarms are evaluated when their `Metrics` are one metric and `FILL(<its id>, <n>)` of
-it (`alarms.evaluate`, 9.): the engine reads that metric's datapoints. Left alone, logged once at
-INFO: alarms that cannot be evaluated offline (any other metric math, anomaly detection bands,
+Metric-math alarms are evaluated: `FILL(<its id>, <n>)` of one metric (`alarms.evaluate`, 9.) as
+that metric's datapoints, and any expression of the `alarms.metric_math` grammar (10.) by
+aggregating each MetricStat query over the evaluation range's periods with its own Stat and
+dimensions, then `alarms.evaluate.evaluate_math`. Windows slide (`alarms.evaluate`, 8.): a 1-day
+period is re-aggregated every virtual minute, so Sum, SampleCount and Average come from running
+totals the index keeps per metric (`_Prefix`: two bisections per period, not a day of datapoints
+re-read); other statistics read the range's datapoints. Left alone, logged once at INFO: alarms
+that cannot be evaluated offline (functions outside that grammar, anomaly detection bands,
 unknown statistics), composite rules outside the grammar (AT_LEAST),
 and actions that are not SNS topics (Lambda, Auto Scaling, EC2, Systems Manager).
 CloudWatch treats missing data of every AWS/DynamoDB alarm as `ignore`, whatever is configured:
@@ -50,7 +55,7 @@ for AWS (Period 300, 3 evaluation periods), so the engine evaluates them in *vir
 
 applied to every sample's timestamp and to `now`; the rule itself is evaluated unchanged. With
 f = 0.05, samples spread over the 15 real seconds after the origin land in the 300 virtual
-seconds after it: five 60 s periods. Periods are aligned to the epoch in virtual time. The
+seconds after it: five 60 s periods. Periods end at the virtual minute (a sliding window). The
 engine ticks every `time_scale.scale(60)` real seconds (each virtual minute, as CloudWatch
 evaluates), configurable with `interval=`; `evaluate_now()` runs one pass synchronously.
 StateReason names each period by its wall-clock start, with the virtual one beside it when they
@@ -74,7 +79,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -84,13 +89,15 @@ from alarms.evaluate import (
     Sample,
     TreatMissingData,
     Verdict,
-    aggregate,
+    aggregate_window,
     cloudwatch_stamp,
+    evaluate_math,
     evaluate_samples,
     evaluation_window,
     watched_metric,
 )
 from alarms.live import shorten
+from alarms.metric_math import StatQuery
 from sandbox.background import Periodic
 from sandbox.clock import TimeScale
 from sandbox.seams import composite_alarms
@@ -391,6 +398,57 @@ def _metric_key(alarm: Mapping[str, Any]) -> MetricKey:
     return (alarm["AlarmArn"].split(":")[4], metric["Namespace"] or "", metric["MetricName"] or "", dimensions)
 
 
+def _stat_key(alarm: Mapping[str, Any], stat: StatQuery) -> MetricKey:
+    """The metric one MetricStat query of a metric-math alarm reads."""
+    return (alarm["AlarmArn"].split(":")[4], stat.namespace, stat.metric_name, frozenset(stat.dimensions))
+
+
+def _metric_keys(alarm: Mapping[str, Any], rule: AlarmRule) -> list[MetricKey]:
+    """Every metric an (evaluable) alarm reads: one, or each MetricStat of its metric math."""
+    if rule.math is not None:
+        return [_stat_key(alarm, stat) for stat in rule.math.stats]
+    return [_metric_key(alarm)]
+
+
+_PREFIX_STATISTICS = frozenset({"Sum", "SampleCount", "Average"})
+
+
+def _sum_and_count(datum: Any) -> tuple[float, float]:
+    """What one stored datapoint adds to a period's Sum and SampleCount."""
+    if hasattr(datum, "value"):
+        return float(datum.value), 1.0
+    count = float(datum.sample_count)
+    return (float(datum.sum), count) if count > 0 else (0.0, 0.0)
+
+
+@dataclass
+class _Prefix:
+    """Running Sum and SampleCount of one metric's datapoints in time order: a window's totals
+    are two bisections, whatever its length (a 1-day window re-read each virtual minute)."""
+
+    times: list[datetime]
+    sums: list[float]  # sums[i]: the total of the first i datapoints
+    counts: list[float]
+
+    @classmethod
+    def of(cls, series: Sequence[Any]) -> _Prefix:
+        prefix = cls([], [0.0], [0.0])
+        for datum in series:
+            prefix.add(datum)
+        return prefix
+
+    def add(self, datum: Any) -> None:
+        value, count = _sum_and_count(datum)
+        self.times.append(_utc(datum.timestamp))
+        self.sums.append(self.sums[-1] + value)
+        self.counts.append(self.counts[-1] + count)
+
+    def totals(self, start: datetime, end: datetime) -> tuple[float, float]:
+        """(Sum, SampleCount) of the datapoints in [start, end)."""
+        i, j = bisect.bisect_left(self.times, _utc(start)), bisect.bisect_left(self.times, _utc(end))
+        return self.sums[j] - self.sums[i], self.counts[j] - self.counts[i]
+
+
 def _datum_time(datum: Any) -> datetime:
     return _utc(datum.timestamp)
 
@@ -408,19 +466,31 @@ class _MetricIndex:
         self._source: Any = None
         self._seen = 0
         self.by_metric: dict[MetricKey, list[Any]] = {}
+        self._prefixes: dict[MetricKey, _Prefix] = {}  # built on first use, extended as data arrives
 
     def update(self, data: list[Any]) -> None:
         if data is not self._source or len(data) < self._seen:
-            self._source, self._seen, self.by_metric = data, 0, {}
+            self._source, self._seen, self.by_metric, self._prefixes = data, 0, {}, {}
         fresh = data[self._seen :]
         self._seen += len(fresh)
         for datum in fresh:
             key = (self.account_id, datum.namespace, datum.name, _dimension_key(datum.dimensions))
             series = self.by_metric.setdefault(key, [])
+            prefix = self._prefixes.get(key)
             if series and _utc(datum.timestamp) < _utc(series[-1].timestamp):
                 series.insert(bisect.bisect_right(series, _utc(datum.timestamp), key=_datum_time), datum)
+                self._prefixes.pop(key, None)  # a late datapoint: rebuilt when next needed
             else:
                 series.append(datum)
+                if prefix is not None:
+                    prefix.add(datum)
+
+    def totals(self, key: MetricKey, start: datetime, end: datetime) -> tuple[float, float]:
+        """(Sum, SampleCount) of the metric's datapoints in [start, end) (real time)."""
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            prefix = self._prefixes[key] = _Prefix.of(self.by_metric.get(key, []))
+        return prefix.totals(start, end)
 
 
 def _query_description(query: Any) -> dict[str, Any]:
@@ -688,7 +758,7 @@ class AlarmEngine(Periodic):
         metric's datapoints (moto only appends them: their count tells a change) and, when it has
         any, the evaluation window (whole periods, so it moves once a period; with no datapoint at
         all every window holds none)."""
-        count = len(data.get(_metric_key(alarm), ()))
+        count = sum(len(data.get(key, ())) for key in _metric_keys(alarm, rule))
         return (
             repr(sorted(alarm.items())),
             self._known.get(alarm["AlarmName"]),
@@ -738,20 +808,15 @@ class AlarmEngine(Periodic):
         return found
 
     def _samples(
-        self,
-        alarm: Mapping[str, Any],
-        rule: AlarmRule,
-        data: Mapping[tuple[str, str, str, frozenset[tuple[str, str]]], list[Any]],
-        since: datetime,
+        self, series: Sequence[Any], statistic: str, unit: str | None, since: datetime
     ) -> list[Sample]:
-        unit = watched_metric(alarm).get("Unit")
+        """One metric's datapoints from virtual ``since`` on, as samples at virtual moments."""
         real_since = to_real(since, self.origin, self.time_scale)
         samples = []
-        series = data.get(_metric_key(alarm), [])
         for datum in series[bisect.bisect_left(series, real_since, key=_datum_time) :]:  # in time order
             if unit and datum.unit != unit:
                 continue
-            for sample in datum_samples(datum, rule.statistic):
+            for sample in datum_samples(datum, statistic):
                 samples.append(
                     replace(sample, timestamp=to_virtual(sample.timestamp, self.origin, self.time_scale))
                 )
@@ -768,14 +833,20 @@ class AlarmEngine(Periodic):
         name = alarm["AlarmName"]
         previous, unchecked = self._current(alarm)
         start, end = evaluation_window(rule, now)
-        samples = self._samples(alarm, rule, data, start)
-        verdict = evaluate_samples(rule, samples, now, previous, stamp=self.stamp)
+        if rule.math is not None:
+            verdict = self._evaluate_math(alarm, rule, data, now, previous)
+            counts: Mapping[datetime, float] | None = None
+        else:
+            series = data.get(_metric_key(alarm), [])
+            samples = self._samples(series, rule.statistic, watched_metric(alarm).get("Unit"), start)
+            verdict = evaluate_samples(rule, samples, now, previous, stamp=self.stamp)
+            counts = aggregate_window(samples, "SampleCount", rule.period_seconds, start, end)
         new = verdict.state
         if new is previous and not unchecked:
             self._known[name] = new
             return None
         reason = _metric_reason(verdict, rule, previous, new)
-        reason_data = _metric_reason_data(verdict, rule, samples, now, start, end)
+        reason_data = _metric_reason_data(verdict, rule, counts, now, end)
         self._set_state(name, new, reason, reason_data)
         self._known[name] = new
         if new is previous:  # the first evaluation confirmed AWS's initial state: no transition
@@ -784,6 +855,45 @@ class AlarmEngine(Periodic):
         notified = self._notify(alarm, new, message)
         LOG.info("alarm %s: %s -> %s: %s", name, previous.value, new.value, reason)
         return Transition(name, alarm["AlarmArn"], previous, new, reason, reason_data, now_real, notified)
+
+    def _evaluate_math(
+        self,
+        alarm: Mapping[str, Any],
+        rule: AlarmRule,
+        data: Mapping[MetricKey, list[Any]],
+        now: datetime,
+        previous: AlarmState,
+    ) -> Verdict:
+        """A metric-math alarm's verdict: each MetricStat aggregated over the evaluation range's
+        periods with its own Stat (Sum, SampleCount, Average from the index's running totals),
+        then the expressions (alarms.evaluate, 10.)."""
+        assert rule.math is not None
+        start, end = evaluation_window(rule, now)
+        period = timedelta(seconds=rule.period_seconds)
+        slots = [start + period * i for i in range((end - start) // period)]
+        index = self._indexes[alarm["AlarmArn"].split(":")[4]]
+        datapoints: dict[str, dict[datetime, float]] = {}
+        for stat in rule.math.stats:
+            key = _stat_key(alarm, stat)
+            if stat.statistic in _PREFIX_STATISTICS and not stat.unit:
+                datapoints[stat.id] = self._period_totals(index, key, stat.statistic, slots, period)
+            else:
+                samples = self._samples(data.get(key, []), stat.statistic, stat.unit, start)
+                datapoints[stat.id] = aggregate_window(samples, stat.statistic, rule.period_seconds, start, end)
+        return evaluate_math(rule, datapoints, now, previous, stamp=self.stamp)
+
+    def _period_totals(
+        self, index: _MetricIndex, key: MetricKey, statistic: str, slots: Sequence[datetime], period: timedelta
+    ) -> dict[datetime, float]:
+        """Sum, SampleCount or Average of each virtual period that holds a datapoint."""
+        found: dict[datetime, float] = {}
+        for slot in slots:
+            total, count = index.totals(
+                key, to_real(slot, self.origin, self.time_scale), to_real(slot + period, self.origin, self.time_scale)
+            )
+            if count > 0:
+                found[slot] = {"Sum": total, "SampleCount": count}.get(statistic, total / count)
+        return found
 
     # -- composite alarms -----------------------------------------------------------------------
 
@@ -944,17 +1054,18 @@ def _metric_reason(verdict: Verdict, rule: AlarmRule, previous: AlarmState, new:
 def _metric_reason_data(
     verdict: Verdict,
     rule: AlarmRule,
-    samples: Sequence[Sample],
+    counts: Mapping[datetime, float] | None,
     now: datetime,
-    start: datetime,
     end: datetime,
 ) -> str:
-    counts = aggregate(samples, "SampleCount", rule.period_seconds, start, end)
+    """CloudWatch's StateReasonData; ``counts`` (samples per period) is None for metric math,
+    whose datapoints are an expression's, not a metric's."""
     evaluated = []
     for point in verdict.datapoints:  # newest first, as CloudWatch lists them
         entry: dict[str, Any] = {"timestamp": _cw_time(point.timestamp)}
         if point.value is not None:
-            entry["sampleCount"] = counts.get(point.timestamp, 0.0)
+            if counts is not None:
+                entry["sampleCount"] = counts.get(point.timestamp, 0.0)
             entry["value"] = point.value
         evaluated.append(entry)
     recent = [p.value for p in reversed(verdict.datapoints) if p.value is not None]

@@ -7,9 +7,11 @@ only, for a team that wants to watch it first) or on demand with `{"dry_run": tr
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from monitors.reconcile.build import ReconcileTarget, build_reconciler
+from monitors.reconcile.indicators import Indicators, measure
 from monitors.reconcile.loop import ActionResult, Reconciler, ReconcileReport, reconcile
 from monitors.reconcile.model import ActionKind, FindingKind
 from monitors.reconcile.signals import signals
@@ -46,8 +48,10 @@ def _reconciler(actor: str) -> Reconciler:
 _RUN_REPAIRS = (ActionKind.MARK_RUN_FAILED, ActionKind.REANNOUNCE_RUN)
 
 
-def emit_report(report: ReconcileReport) -> None:
-    """Every run emits the same set, zeros included: an alarm on any of them never starves."""
+def emit_report(report: ReconcileReport, indicators: Indicators, *, counted: bool) -> None:
+    """Every run emits the same set, zeros included: an alarm on any of them never starves. The
+    one exception: FilesOverdue only from a pass that counted (marked) them; a report-only pass
+    marks nothing, and a 0 from it would read as "nothing overdue"."""
     found = [finding.kind for finding in report.plan.findings]
     seen = signals(report.observed)
     emit(Metric.RECONCILE_RUNS)
@@ -68,15 +72,25 @@ def emit_report(report: ReconcileReport) -> None:
     emit(Metric.SLOTS_FULL_IDLE, 1 if seen.slots_full_idle else 0)
     emit(Metric.BACKLOG_STALLED, 1 if seen.backlog_stalled else 0)
     emit(Metric.OLDEST_QUEUED_AGE, seen.oldest_queued_age)
+    emit(Metric.FILES_LOST, indicators.lost_files)
+    if counted:
+        emit(Metric.FILES_OVERDUE, indicators.overdue_files)
 
 
 @instrumented("reconciler")
 def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
     dry_run = bool((event or {}).get("dry_run", not _reconciler_parts()["settings"].apply))
     actor = str(getattr(context, "invoked_function_arn", "") or "reconciler")
-    report = reconcile(_reconciler(actor), apply=not dry_run)
-    emit_report(report)
-    result = report.to_dict()
+    reconciler = _reconciler(actor)
+    report = reconcile(reconciler, apply=not dry_run)
+    deadline = timedelta(minutes=reconciler.settings.file_deadline_minutes)
+    # Counted (overdue marks, claims settled) only where the count is emitted: this function's
+    # applying passes; `pipeops reconcile --apply` repairs but counts nothing.
+    indicators = measure(
+        report.observed.active_runs, reconciler.tracking, reconciler.claims, reconciler.clock(), deadline, count=not dry_run
+    )
+    emit_report(report, indicators, counted=not dry_run)
+    result = report.to_dict() | {"indicators": indicators.to_dict()}
     log = logger.warning if result["findings"] else logger.info
     log(
         "reconcile run",

@@ -293,4 +293,6 @@ def _active(record: Any) -> ActiveRun:
         files=tuple(record.files),
         announce_deadline=record.announce_deadline,
         announcements=record.announcements,
+        queued_at=record.queued_at,
+        deadline_counted=record.deadline_counted,
     )

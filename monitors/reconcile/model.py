@@ -44,6 +44,8 @@ class ActiveRun:
     files: tuple[str, ...] = ()
     announce_deadline: str = ""  # a message for it may be on its way to a router until then
     announcements: int = 0  # times the reconciler announced it again
+    queued_at: str = ""  # where its files' deadline counts from (pipeline/deadline.py)
+    deadline_counted: str = ""  # its files were counted for the on-time objective ("": not yet)
 
     @property
     def last_change(self) -> datetime:

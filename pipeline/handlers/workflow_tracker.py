@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from pipeline.deadline import Verdict, count_ended
 from pipeline.handlers import _wiring
 from pipeline.jobs import utc_now
 from pipeline.status import ExecutionStatus
@@ -31,6 +33,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             emit(Metric.JOB_DURATION, change.duration_seconds)
     else:
         emit(Metric.DUPLICATE_RELEASES)
+    if change.run is not None:
+        # Every execution's end passes here, whoever wrote the run's outcome (the workflow, this
+        # tracker): its files are counted on time or late once, unless already counted overdue.
+        deadline = timedelta(minutes=_wiring.settings().file_deadline_minutes)
+        counted = count_ended(_wiring.tracking_store(), change.run, deadline)
+        if counted is not None:
+            emit(Metric.FILES_ON_TIME if counted.verdict is Verdict.ON_TIME else Metric.FILES_LATE, counted.files)
     if result.refused_write:
         # The run was already terminal (the workflow or a reclaim got there first): marking it
         # FAILED now would move it backwards, and the conditional write refused to.

@@ -24,6 +24,7 @@ from pipeline.stores._dynamodb import (
     cancellations,
     from_item,
     get_each,
+    is_condition_failure,
     to_attribute,
 )
 from pipeline.stores.tracking import HEAD_SORT_KEY, queued_run_item, run_expiry, run_key
@@ -32,6 +33,11 @@ if TYPE_CHECKING:  # only object claims (ingest's) need S3 versions: see `_objec
     from pipeline.s3events import ObjectVersion
 
 CLAIM_KEY_PREFIX = "object#"
+# The sparse index of the claims whose file has no known outcome yet (hash `unsettled`, a constant,
+# range `claimed_at`): a claim is written in it, and leaves it when the reconciler settles it
+# (monitors/reconcile/indicators.py), so finding lost files reads the files in flight, not the table.
+UNSETTLED_INDEX = "unsettled-claims"
+UNSETTLED = "claim"
 
 
 def _object_version(sequencer: str = "", version_id: str = "") -> ObjectVersion:
@@ -75,6 +81,23 @@ class ObjectClaim:
             version=_object_version(data.get("sequencer", ""), data.get("version_id", "")),
             revision=int(data["revision"]),
         )
+
+
+@dataclass(frozen=True)
+class UnsettledClaim:
+    """A claim whose file's outcome the reconciler has not seen yet, as the index returns it."""
+
+    bucket: str
+    key: str
+    run: RunRef
+    revision: int
+    claimed_at: str
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> UnsettledClaim:
+        data = from_item(item)
+        run = RunRef(data["job_id"], data["run_started_at"])
+        return cls(data["bucket"], data["object_key"], run, int(data["revision"]), data["claimed_at"])
 
 
 def claim_key(bucket: str, key: str) -> str:
@@ -146,6 +169,45 @@ class ClaimsStore:
         items = batch_get(self._client, self._claims_table, doc_keys)
         claims = (ObjectClaim.from_item(item) for item in items)
         return {claim.key: claim.run for claim in claims}
+
+    def unsettled_claims(self, claimed_before: str, limit: int) -> list[UnsettledClaim]:
+        """At most `limit` claims written before `claimed_before` and not settled, oldest first
+        (the sparse index: never the whole table)."""
+        found: list[UnsettledClaim] = []
+        start: dict[str, Any] | None = None
+        while len(found) < limit:
+            request: dict[str, Any] = {
+                "TableName": self._claims_table,
+                "IndexName": UNSETTLED_INDEX,
+                "KeyConditionExpression": "unsettled = :u AND claimed_at < :before",
+                "ExpressionAttributeValues": {":u": {"S": UNSETTLED}, ":before": {"S": claimed_before}},
+                "Limit": limit - len(found),
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = self._client.query(**request)
+            found += [UnsettledClaim.from_item(item) for item in response.get("Items", [])]
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        return found
+
+    def settle(self, claim: UnsettledClaim) -> bool:
+        """Take a claim out of the unsettled index, only if it is still the revision read (a newer
+        upload's claim stays in); False when it moved on or was settled already."""
+        try:
+            self._client.update_item(
+                TableName=self._claims_table,
+                Key={"doc_key": {"S": claim_key(claim.bucket, claim.key)}},
+                UpdateExpression="REMOVE unsettled",
+                ConditionExpression="revision = :r AND attribute_exists(unsettled)",
+                ExpressionAttributeValues={":r": {"N": str(claim.revision)}},
+            )
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
 
     def object_claim(self, bucket: str, key: str) -> ObjectClaim | None:
         """The object's claim as last written (a consistent read: a retry must see its first try)."""
@@ -239,6 +301,7 @@ class ClaimsStore:
             "run_started_at": claim.run.started_at,
             "revision": claim.revision,
             "claimed_at": format_timestamp(now),
+            "unsettled": UNSETTLED,  # in the unsettled index until the reconciler sees its outcome
             "expiration_time": run_expiry(now),  # as long as the run it names: outlives any redelivery
         }
         if claim.version.sequencer:

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeline.jobs import RunRef, format_timestamp
-from pipeline.status import FailedFileKind, JobStatus, allowed_predecessors, empty_failed_files
+from pipeline.status import DeadlineCount, FailedFileKind, JobStatus, allowed_predecessors, empty_failed_files
 from pipeline.stores._dynamodb import batch_get, from_item, get_each, is_condition_failure, to_attribute
 from pipeline.stores.semaphore import Semaphore, SemaphoreState
 
@@ -52,6 +52,8 @@ class RunRecord:
     # the run is unannounced.
     announce_deadline: str = ""
     announcements: int = 0  # times the reconciler announced it again
+    # Who counted its files for the on-time objective, once ever (pipeline/deadline.py): "" not yet.
+    deadline_counted: str = ""
 
     @property
     def run(self) -> RunRef:
@@ -77,6 +79,7 @@ class RunRecord:
             redaction_results=data.get("redaction_results") or {},
             announce_deadline=data.get("announce_deadline", ""),
             announcements=int(data.get("announcements", 0)),
+            deadline_counted=data.get("deadline_counted", ""),
         )
 
 
@@ -174,6 +177,11 @@ class TrackingStore:
             record.job_id: record for record in (RunRecord.from_item(i) for i in batch_get(self._client, self._table, run_keys))
         }
 
+    def runs_by_ref(self, runs: Sequence[RunRef]) -> list[RunRecord]:
+        """The runs of `runs` that exist (BatchGetItem, 100 a call)."""
+        keys = [run_key(run.job_id, run.started_at) for run in dict.fromkeys(runs)]
+        return [RunRecord.from_item(item) for item in batch_get(self._client, self._table, keys)]
+
     # -- status -----------------------------------------------------------------------------
 
     def transition(
@@ -222,6 +230,39 @@ class TrackingStore:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
+            )
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return None
+            raise
+        return RunRecord.from_item(response["Attributes"])
+
+    # -- the on-time objective: each run's files counted once (pipeline/deadline.py) ---------------
+
+    def count_ended(self, run: RunRef) -> RunRecord | None:
+        """Mark a terminal run's files counted at their end; the record, or None when the run is
+        not terminal, is gone, or was counted already (at its end, or as overdue)."""
+        terminal = [status for status in JobStatus if status.is_terminal]
+        values = {":counted": {"S": DeadlineCount.ENDED.value}} | {f":t{i}": {"S": status.value} for i, status in enumerate(terminal)}
+        condition = "attribute_not_exists(deadline_counted) AND #status IN (" + ", ".join(f":t{i}" for i in range(len(terminal))) + ")"
+        return self._count(run, condition, {"#status": "status"}, values)
+
+    def count_overdue(self, run: RunRef, queued_before: str) -> RunRecord | None:
+        """Mark an active run queued before `queued_before` counted overdue; the record, or None
+        when it ended, is gone, is younger, or was counted already."""
+        condition = "attribute_not_exists(deadline_counted) AND attribute_exists(active_status) AND queued_at < :before"
+        return self._count(run, condition, {}, {":counted": {"S": DeadlineCount.OVERDUE.value}, ":before": {"S": queued_before}})
+
+    def _count(self, run: RunRef, condition: str, names: dict[str, str], values: dict[str, Any]) -> RunRecord | None:
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key=run_key(run.job_id, run.started_at),
+                UpdateExpression="SET deadline_counted = :counted",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                **({"ExpressionAttributeNames": names} if names else {}),
             )
         except Exception as exc:
             if is_condition_failure(exc):

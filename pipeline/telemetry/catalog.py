@@ -83,6 +83,11 @@ class Metric(StrEnum):
     BACKLOG_STALLED = "BacklogStalled"
     OLDEST_QUEUED_AGE = "OldestQueuedAge"
     RUN_FILE_FAILURE_PERCENT = "RunFileFailurePercent"
+    # The "files done on time" objective's indicators (pipeline/deadline.py): each file counted once.
+    FILES_ON_TIME = "FilesOnTime"
+    FILES_LATE = "FilesLate"
+    FILES_OVERDUE = "FilesOverdue"
+    FILES_LOST = "FilesLost"
 
 
 def _reconciler_specs() -> tuple[MetricSpec, ...]:
@@ -141,6 +146,17 @@ def _reconciler_specs() -> tuple[MetricSpec, ...]:
             "Seconds the oldest QUEUED run has waited (0 when none waits): SQS's own message age resets at "
             "every capacity wait and cannot show it.",
             Unit.SECONDS,
+        ),
+        repairs(
+            Metric.FILES_OVERDUE,
+            "Files whose run has no terminal outcome FileDeadlineMinutes after it was queued, counted bad once "
+            "each (a conditional mark on the run; never in a report-only pass); they count neither on time "
+            "nor late when they end.",
+        ),
+        gauge(
+            Metric.FILES_LOST,
+            "Files claimed by ingest past FileDeadlineMinutes that the run their claim names does not hold "
+            "(removed, or the run is gone): no outcome can come; back to 0 once each is uploaded again.",
         ),
     )
 
@@ -255,6 +271,20 @@ CATALOG: dict[Metric, MetricSpec] = {
             Metric.STALE_STATUS_WRITES,
             _C,
             "Status writes refused because they would move a job backwards.",
+            (_F.TRACKER,),
+        ),
+        MetricSpec(
+            Metric.FILES_ON_TIME,
+            _C,
+            "Files whose run reached a terminal outcome (COMPLETE or FAILED) within FileDeadlineMinutes of being "
+            "queued: the objective's good events, counted once per run when its execution ends.",
+            (_F.TRACKER,),
+        ),
+        MetricSpec(
+            Metric.FILES_LATE,
+            _C,
+            "Files whose run reached a terminal outcome after FileDeadlineMinutes and was not counted overdue "
+            "before: bad events, counted once per run when its execution ends.",
             (_F.TRACKER,),
         ),
         MetricSpec(

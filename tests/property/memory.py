@@ -29,13 +29,14 @@ from pipeline.config import SEMAPHORE_KEY
 from pipeline.jobs import RunRef, execution_arn, format_timestamp
 from pipeline.status import (
     ACTIVE_STATUSES,
+    DeadlineCount,
     ExecutionStatus,
     JobStatus,
     allowed_predecessors,
     empty_failed_files,
 )
 from pipeline.stores.audit import AuditHistory, AuditRecord, LastRun
-from pipeline.stores.claims import ClaimWrite, IngestView, ObjectClaim
+from pipeline.stores.claims import ClaimWrite, IngestView, ObjectClaim, UnsettledClaim
 from pipeline.stores.executions import ExecutionOutcome, ListedExecution, RunningExecution
 from pipeline.stores.semaphore import RELEASE_ROUNDS, AcquireResult, JointWrite, ReleaseResult, SemaphoreState
 from pipeline.stores.tracking import RunRecord
@@ -395,6 +396,7 @@ class _Run:
     admission: str | None = None
     announce_deadline: str = ""
     announcements: int = 0
+    deadline_counted: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> RunRecord:
@@ -414,6 +416,7 @@ class _Run:
             cause=self.extra.get("cause"),
             announce_deadline=self.announce_deadline,
             announcements=self.announcements,
+            deadline_counted=self.deadline_counted,
         )
 
 
@@ -478,6 +481,10 @@ class MemoryTrackingStore:
         heads = {job_id: self.heads.get(job_id, _Head()).latest for job_id in job_ids}
         latest = {job_id: RunRef(job_id, started_at) for job_id, started_at in heads.items() if started_at}
         return {job_id: self.runs[run].record() for job_id, run in latest.items() if run in self.runs}
+
+    def runs_by_ref(self, runs: Sequence[RunRef]) -> list[RunRecord]:
+        self.hook("tracking.runs_by_ref")
+        return [self.runs[run].record() for run in dict.fromkeys(runs) if run in self.runs]
 
     def pending_run(self, job_id: str) -> RunRef | None:
         self.hook(f"tracking.pending_run {job_id}")
@@ -559,6 +566,22 @@ class MemoryTrackingStore:
             self.on_transition(run, target)
         return found.record()
 
+    def count_ended(self, run: RunRef) -> RunRecord | None:
+        self.hook(f"tracking.count_ended {run.job_id}")
+        found = self.runs.get(run)
+        if found is None or found.deadline_counted or not found.status.is_terminal:
+            return None
+        found.deadline_counted = DeadlineCount.ENDED.value
+        return found.record()
+
+    def count_overdue(self, run: RunRef, queued_before: str) -> RunRecord | None:
+        self.hook(f"tracking.count_overdue {run.job_id}")
+        found = self.runs.get(run)
+        if found is None or found.deadline_counted or found.status.is_terminal or not found.queued_at < queued_before:
+            return None
+        found.deadline_counted = DeadlineCount.OVERDUE.value
+        return found.record()
+
     def record_execution(self, run: RunRef, execution_arn: str, unsupported: Sequence[str]) -> None:
         self.hook(f"tracking.record_execution {run.job_id}")
         found = self.runs.get(run)
@@ -608,6 +631,27 @@ class MemoryClaims:
     def __init__(self, tracking: MemoryTrackingStore, hook: Hook = no_hook) -> None:
         self.tracking = tracking
         self.hook = hook
+        self.settled: set[tuple[str, str, int]] = set()  # (bucket, key, revision) out of the index
+
+    def unsettled_claims(self, claimed_before: str, limit: int) -> list[UnsettledClaim]:
+        """A claim counts as written when its run was queued (the stand-in keeps no claim time)."""
+        self.hook("claims.unsettled_claims")
+        found = []
+        for (bucket, key), claim in self.tracking.claims.items():
+            run = self.tracking.runs.get(claim.run)
+            claimed_at = run.queued_at if run else ""
+            if (bucket, key, claim.revision) not in self.settled and claimed_at < claimed_before:
+                found.append(UnsettledClaim(bucket, key, claim.run, claim.revision, claimed_at))
+        return sorted(found, key=lambda claim: claim.claimed_at)[:limit]
+
+    def settle(self, claim: UnsettledClaim) -> bool:
+        self.hook(f"claims.settle {claim.key}")
+        current = self.tracking.claims.get((claim.bucket, claim.key))
+        marker = (claim.bucket, claim.key, claim.revision)
+        if current is None or current.revision != claim.revision or marker in self.settled:
+            return False
+        self.settled.add(marker)
+        return True
 
     def claimed_runs(self, bucket: str, keys: Iterable[str]) -> dict[str, RunRef]:
         self.hook("claims.claimed_runs")

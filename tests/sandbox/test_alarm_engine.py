@@ -370,7 +370,7 @@ def test_alarms_that_cannot_be_evaluated_offline_are_left_alone_and_told_once(en
                 },
                 "ReturnData": False,
             },
-            {"Id": "rate", "Expression": "e / 60", "ReturnData": True},
+            {"Id": "rate", "Expression": "RATE(e)", "ReturnData": True},  # a function not modelled
         ],
     )
     client("cloudwatch").put_composite_alarm(AlarmName="quorum", AlarmRule='AT_LEAST(2, ALARM, ("a", "b"))')
@@ -471,8 +471,9 @@ def test_alarms_check_judges_on_the_engines_clock_and_agrees_with_it(engine, clo
     states = {name: described(name)["StateValue"] for name in ("pipeops-Heartbeat", "pipeops-Errors")}
     assert states == {"pipeops-Heartbeat": "OK", "pipeops-Errors": "OK"}
 
-    on_the_wall = {c.name: c.verdict for c in check_alarms(client("cloudwatch"), "pipeops", clock())}
-    assert on_the_wall["pipeops-Heartbeat"] == "ALARM"  # what the check said before it knew the clock
+    on_the_wall = {c.name: c for c in check_alarms(client("cloudwatch"), "pipeops", clock())}
+    # what the check judged before it knew the clock: real periods, the newest ending at the real minute
+    assert on_the_wall["pipeops-Heartbeat"].datapoints[0]["period_start"] == "2025-12-31T23:57:00+00:00"
     sandbox = SandboxClock.from_dict(engine.clock_info())
     checks = {c.name: c for c in check_alarms(client("cloudwatch"), "pipeops", clock(), sandbox)}
     assert {name: check.verdict for name, check in checks.items()} == states
@@ -483,6 +484,97 @@ def test_alarms_check_judges_on_the_engines_clock_and_agrees_with_it(engine, clo
     engine.evaluate_now()
     checks = {c.name: c for c in check_alarms(client("cloudwatch"), "pipeops", clock(), sandbox)}
     assert described("pipeops-Errors")["StateValue"] == checks["pipeops-Errors"].verdict == "ALARM"
+
+
+# --------------------------------------------------------------------------- metric math: burn rates
+
+SLO_DIMENSIONS = [{"Name": "Service", "Value": "pipeline"}]
+
+
+def burn_rate_queries(window: int) -> list[dict[str, Any]]:
+    """The SLO burn-rate alarm's Metrics: bad / total over one window, guarded by 10 events."""
+
+    def stat(query_id: str, metric: str, function: str) -> dict[str, Any]:
+        dimensions = [{"Name": "Function", "Value": function}, *SLO_DIMENSIONS]
+        return {
+            "Id": query_id,
+            "MetricStat": {
+                "Metric": {"Namespace": "PipeOps", "MetricName": metric, "Dimensions": dimensions},
+                "Period": window,
+                "Stat": "Sum",
+            },
+            "ReturnData": False,
+        }
+
+    return [
+        stat("good", "FilesOnTime", "tracker"),
+        stat("late", "FilesLate", "tracker"),
+        stat("overdue", "FilesOverdue", "reconciler"),
+        {"Id": "bad", "Expression": "FILL(late, 0) + FILL(overdue, 0)", "ReturnData": False},
+        {"Id": "total", "Expression": "FILL(good, 0) + bad", "ReturnData": False},
+        {"Id": "burn", "Expression": "IF(total >= 10, bad / total, 0)", "ReturnData": True},
+    ]
+
+
+def publish_files(outcomes: str, first_minute: int) -> None:
+    """Three files a virtual minute from ``first_minute`` (one a real second), each ``g`` (on time)
+    or ``l`` (late) publishing FilesOnTime and FilesLate; the reconciler's FilesOverdue (0) every
+    virtual 5 minutes. One PutMetricData call per minute."""
+    cloudwatch = client("cloudwatch")
+    for minute in range(len(outcomes) // 3):
+        data = []
+        for k, outcome in enumerate(outcomes[3 * minute : 3 * minute + 3]):
+            moment = T0 + timedelta(seconds=3 * (first_minute + minute) + k + 0.5)
+            dimensions = [{"Name": "Function", "Value": "tracker"}, *SLO_DIMENSIONS]
+            data += [
+                {"MetricName": "FilesOnTime", "Dimensions": dimensions, "Timestamp": moment, "Value": float(outcome == "g")},
+                {"MetricName": "FilesLate", "Dimensions": dimensions, "Timestamp": moment, "Value": float(outcome == "l")},
+            ]
+        if (first_minute + minute) % 5 == 0:
+            dimensions = [{"Name": "Function", "Value": "reconciler"}, *SLO_DIMENSIONS]
+            moment = T0 + timedelta(seconds=3 * (first_minute + minute) + 0.2)
+            data.append({"MetricName": "FilesOverdue", "Dimensions": dimensions, "Timestamp": moment, "Value": 0.0})
+        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=data)
+
+
+def test_a_burn_rate_pair_pages_on_sustained_failures_and_recovers(engine, clock) -> None:
+    """1-h and 5-min burn-rate alarms (14.4 x a 1% budget) joined by a composite: an hour on time,
+    then every file late from virtual minute 60. The sliding hour reaches 14.4% late at minute
+    69 (27 late of 180), the 5 minutes at once: the composite pages at 69, not at the top of an
+    hour. Files on time again from minute 75 clear the 5-minute alarm at 80 and the page with it."""
+    topic, inbox = subscribed_queue("slo")
+    cloudwatch = client("cloudwatch")
+    for name, window in (("slo-fast-1h", 3600), ("slo-fast-5m", 300)):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name, Metrics=burn_rate_queries(window), EvaluationPeriods=1, DatapointsToAlarm=1,
+            Threshold=0.144, ComparisonOperator="GreaterThanOrEqualToThreshold", TreatMissingData="notBreaching",
+        )  # fmt: skip
+    cloudwatch.put_composite_alarm(
+        AlarmName="slo-fast-page",
+        AlarmRule='ALARM("slo-fast-1h") AND ALARM("slo-fast-5m")',
+        AlarmActions=[topic],
+        OKActions=[topic],
+    )
+    publish_files("g" * 180, 0)
+    publish_files("l" * 45, 60)
+    publish_files("g" * 60, 75)
+
+    states: dict[int, dict[str, str]] = {}
+    for minute in range(1, 96):
+        clock.at(3 * minute)  # each virtual minute, as CloudWatch evaluates
+        engine.evaluate_now()
+        states[minute] = {name: described(name)["StateValue"] for name in ("slo-fast-1h", "slo-fast-5m", "slo-fast-page")}
+
+    assert states[60] == {"slo-fast-1h": "OK", "slo-fast-5m": "OK", "slo-fast-page": "OK"}
+    assert states[61]["slo-fast-5m"] == "ALARM" and states[61]["slo-fast-page"] == "OK"
+    assert states[68]["slo-fast-1h"] == "OK"  # 24 late of 180: 13.3%
+    assert states[69] == {"slo-fast-1h": "ALARM", "slo-fast-5m": "ALARM", "slo-fast-page": "ALARM"}
+    assert states[79]["slo-fast-page"] == "ALARM"
+    assert states[80] == {"slo-fast-1h": "ALARM", "slo-fast-5m": "OK", "slo-fast-page": "OK"}
+    paged = [(subject.split(":")[0], message["NewStateValue"]) for subject, message in notifications(inbox)]
+    assert paged == [("OK", "OK"), ("ALARM", "ALARM"), ("OK", "OK")]
+    reason = json.loads(described("slo-fast-1h")["StateReasonData"])
+    assert reason["period"] == 3600 and reason["evaluatedDatapoints"][0]["value"] >= 0.144
 
 
 # --------------------------------------------------------------------------- composite alarms

@@ -7,6 +7,7 @@ oldest on the left, most recent on the right; ``X`` breaches, ``0`` does not, ``
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -368,9 +369,12 @@ def test_the_period_in_progress_is_not_evaluated() -> None:
     assert evaluate(alarm, current, NOW + timedelta(seconds=60)).state is ALARM  # complete: end <= now
 
 
-def test_the_evaluation_window_ends_at_the_last_complete_period() -> None:
-    start, end = evaluation_window(rule(3, period=300), NOW + timedelta(minutes=4))
-    assert (start, end) == (NOW - timedelta(minutes=25), NOW)
+def test_the_evaluation_window_slides_with_the_evaluation_minute() -> None:
+    """A SlidingWindow: the newest period ends at the evaluation's minute, not at a clock period."""
+    start, end = evaluation_window(rule(3, period=300), NOW + timedelta(minutes=4, seconds=20))
+    assert (start, end) == (NOW - timedelta(minutes=21), NOW + timedelta(minutes=4))
+    assert evaluation_window(rule(3), NOW + timedelta(seconds=20)) == (NOW - timedelta(minutes=5), NOW)
+    assert evaluation_window(rule(1, period=30), NOW + timedelta(seconds=40))[1] == NOW + timedelta(seconds=30)
 
 
 def test_datapoint_keys_anywhere_inside_a_period_count_for_that_period() -> None:
@@ -736,12 +740,20 @@ def test_a_fill_alarm_reads_its_metric_and_fill_value() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    "expression", ["m * 2", "FILL(other, 0)", "FILL(m, REPEAT)", "FILL(m, 0) + 1"]
-)
-def test_other_metric_math_is_refused_with_what_is_supported(expression: str) -> None:
+@pytest.mark.parametrize("expression", ["m * 2", "FILL(m, REPEAT)", "FILL(m, 0) + 1"])
+def test_other_metric_math_is_read_as_an_expression(expression: str) -> None:
     props = {**FILLED_THROTTLES, "Metrics": [FILLED_THROTTLES["Metrics"][0], {"Id": "e", "Expression": expression, "ReturnData": True}]}
-    with pytest.raises(ValueError, match=r"FILL\(<its id>, <number>\)"):
+    built = AlarmRule.from_put_metric_alarm(props)
+    assert built.fill is None and built.math is not None and built.math.returned == "e"
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [("FILL(other, 0)", "unknown id 'other'"), ("RATE(m)", "unsupported function 'RATE'")],
+)
+def test_metric_math_outside_the_grammar_is_refused_naming_the_alarm(expression: str, message: str) -> None:
+    props = {**FILLED_THROTTLES, "Metrics": [FILLED_THROTTLES["Metrics"][0], {"Id": "e", "Expression": expression, "ReturnData": True}]}
+    with pytest.raises(ValueError, match=f"alarm 'throttles'.*{re.escape(message)}"):
         AlarmRule.from_put_metric_alarm(props)
 
 
