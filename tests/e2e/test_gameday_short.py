@@ -6,6 +6,7 @@ the waits are generous and run out only when something is really wrong.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -28,7 +29,9 @@ def explained(result: GameDayResult, *names: str) -> str:
 def test_the_short_game_day_detects_notifies_and_repairs_every_fault(aws_env: None) -> None:
     faults = chosen(None, short=True)
     assert [f.name for f in faults] == list(SHORT_FAULTS)  # every short-form fault is in the catalog
-    result = play(faults, GameDaySettings.short_form())
+    started = time.monotonic()
+    # Each step with its time, printed: pytest shows it with a failure, beside the timelines.
+    result = play(faults, GameDaySettings.short_form(), lambda text: print(f"{time.monotonic() - started:6.1f} s  {text}"))
 
     assert result.problems == [], explained(result)
     assert result.false_alarms == []
