@@ -73,16 +73,17 @@ SELECTION_PARAMETERS: dict[Selection, dict[str, Any]] = {
 }
 
 
-def _invoke(runbook: Runbook, *, dry_run: bool, next_step: str | None) -> dict[str, Any]:
-    """A RunbookFunction invocation whose verdict, evidence and exit code become step outputs.
-    InputPayload keeps each parameter's type (a StringList arrives as a list)."""
+def _invoke(runbook: Runbook, *, dry_run: bool, next_step: str | None, function: str = Function.RUNBOOK.value) -> dict[str, Any]:
+    """A RunbookFunction invocation (or `function`'s, answering alike: a sidecar's reconciler) whose
+    verdict, evidence and exit code become step outputs. InputPayload keeps each parameter's type
+    (a StringList arrives as a list)."""
     payload: dict[str, Any] = {"RunbookId": runbook.value, "DryRun": dry_run}
     payload |= {selection.value: f"{{{{ {selection.value} }}}}" for selection in selections(runbook)}
     step: dict[str, Any] = {
         "name": DIAGNOSE if dry_run else APPLY,
         "action": "aws:invokeLambdaFunction",
         "onFailure": "Abort",
-        "inputs": {"FunctionName": {"Ref": Function.RUNBOOK.value}, "InputPayload": payload},
+        "inputs": {"FunctionName": {"Ref": function}, "InputPayload": payload},
         "outputs": [
             {"Name": "verdict", "Selector": "$.Payload.verdict", "Type": "String"},
             {"Name": "exit_code", "Selector": "$.Payload.exit_code", "Type": "Integer"},
@@ -97,8 +98,9 @@ def _invoke(runbook: Runbook, *, dry_run: bool, next_step: str | None) -> dict[s
     return step
 
 
-def content(runbook: Runbook) -> dict[str, Any]:
-    """The document (schemaVersion 0.3): diagnose, branch on DryRun, approve, apply."""
+def content(runbook: Runbook, function: str = Function.RUNBOOK.value) -> dict[str, Any]:
+    """The document (schemaVersion 0.3): diagnose, branch on DryRun, approve, apply (`function`
+    runs both)."""
     return {
         "schemaVersion": "0.3",
         "description": f"pipeops runbook {runbook.value}: {runbook.page_title}. Dry run unless DryRun is false; "
@@ -118,7 +120,7 @@ def content(runbook: Runbook) -> dict[str, Any]:
         }
         | {selection.value: copy.deepcopy(SELECTION_PARAMETERS[selection]) for selection in selections(runbook)},
         "mainSteps": [
-            _invoke(runbook, dry_run=True, next_step=BRANCH),
+            _invoke(runbook, dry_run=True, next_step=BRANCH, function=function),
             {
                 "name": BRANCH,
                 "action": "aws:branch",
@@ -136,20 +138,20 @@ def content(runbook: Runbook) -> dict[str, Any]:
                     "Message": f"Apply the plan of runbook {runbook.value}: see the {DIAGNOSE} step's outputs.",
                 },
             },
-            _invoke(runbook, dry_run=False, next_step=None),
+            _invoke(runbook, dry_run=False, next_step=None, function=function),
         ],
         "outputs": [f"{step}.{name}" for step in (DIAGNOSE, APPLY) for name in ("verdict", "exit_code", "evidence", "error")],
     }
 
 
-def _roles() -> dict[str, Any]:
+def _roles(function: str = Function.RUNBOOK.value) -> dict[str, Any]:
     return {
         AUTOMATION_ROLE: {
             "Type": "AWS::IAM::Role",
             "Properties": {
                 "AssumeRolePolicyDocument": _assumed_by("ssm.amazonaws.com"),
                 "Policies": [
-                    _policy("invoke-runbook-function", ["lambda:InvokeFunction"], {"Fn::GetAtt": [Function.RUNBOOK.value, "Arn"]})
+                    _policy("invoke-runbook-function", ["lambda:InvokeFunction"], {"Fn::GetAtt": [function, "Arn"]})
                 ],
             },
         }
@@ -182,10 +184,11 @@ def _definition_arn(runbook: Runbook) -> dict[str, Any]:
 AUTO_STARTED: tuple[Runbook, ...] = tuple(runbook for runbook in ACTING_RUNBOOKS if runbook in RECONCILER)
 
 
-def _auto_remediation(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """Per safe runbook its alarms name: a rule that starts its document, DryRun true only."""
+def _auto_remediation(specs: Sequence[AlarmSpec], runbooks: Sequence[Runbook] = ACTING_RUNBOOKS) -> dict[str, Any]:
+    """Per safe runbook its alarms name (of those with a document, `runbooks`): a rule that starts
+    its document, DryRun true only."""
     alarms = {runbook: [alarm_name(spec.name_suffix) for spec in specs if spec.runbook is runbook] for runbook in AUTO_STARTED}
-    started = [runbook for runbook in AUTO_STARTED if alarms[runbook]]
+    started = [runbook for runbook in AUTO_STARTED if alarms[runbook] and runbook in runbooks]
     role = f"${{{AUTOMATION_ROLE}.Arn}}"
     pass_role = _policy("pass-automation-role", ["iam:PassRole"], {"Fn::GetAtt": [AUTOMATION_ROLE, "Arn"]})
     pass_role["PolicyDocument"]["Statement"][0]["Condition"] = {"StringEquals": {"iam:PassedToService": "ssm.amazonaws.com"}}
@@ -227,8 +230,11 @@ def _auto_remediation(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
     return out
 
 
-def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
-    """Every acting runbook's document, the role they run as, and the optional alarm rules."""
+def resources(
+    specs: Sequence[AlarmSpec], *, runbooks: Sequence[Runbook] = ACTING_RUNBOOKS, function: str = Function.RUNBOOK.value
+) -> dict[str, Any]:
+    """Every acting runbook's document (or those of `runbooks`, run by `function`: a sidecar's), the
+    role they run as, and the optional alarm rules."""
     documents = {
         document_id(runbook): {
             "Type": "AWS::SSM::Document",
@@ -238,9 +244,9 @@ def resources(specs: Sequence[AlarmSpec]) -> dict[str, Any]:
                 "UpdateMethod": "NewVersion",
                 "DocumentType": "Automation",
                 "DocumentFormat": "JSON",
-                "Content": content(runbook),
+                "Content": content(runbook, function),
             },
         }
-        for runbook in ACTING_RUNBOOKS
+        for runbook in runbooks
     }
-    return documents | _roles() | _auto_remediation(specs)
+    return documents | _roles(function) | _auto_remediation(specs, runbooks)

@@ -203,8 +203,9 @@ def pipeline_metric(metric: Metric, emitter: Function) -> WatchedMetric:
     return WatchedMetric(NAMESPACE, metric.value, dimensions, emitter.value, metric=metric)
 
 
-def resource_metric(kind: ResourceKind, name: str, logical_id: str) -> WatchedMetric:
-    """A metric AWS publishes about one template resource, with the dimension AWS gives it."""
+def resource_metric(kind: ResourceKind, name: str, logical_id: str, dimension: Any = None) -> WatchedMetric:
+    """A metric AWS publishes about one template resource, with the dimension AWS gives it: the
+    resource's Ref or GetAtt, or `dimension` for a resource of another stack (a literal name or ARN)."""
     spec = aws_metric(kind, name)
     value_by_kind: dict[ResourceKind, dict[str, Any]] = {
         ResourceKind.QUEUE: {"Fn::GetAtt": [logical_id, "QueueName"]},
@@ -212,7 +213,7 @@ def resource_metric(kind: ResourceKind, name: str, logical_id: str) -> WatchedMe
         ResourceKind.STATE_MACHINE: {"Ref": logical_id},
         ResourceKind.TABLE: {"Ref": logical_id},
     }
-    value = value_by_kind[kind]
+    value = value_by_kind[kind] if dimension is None else dimension
     return WatchedMetric(spec.namespace, name, ((spec.dimension, value),), logical_id, aws=spec)
 
 
@@ -221,14 +222,16 @@ def resource_metric(kind: ResourceKind, name: str, logical_id: str) -> WatchedMe
 _GE, _LT = Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, Comparison.LESS_THAN_THRESHOLD
 
 
-def dead_letter_queue_alarms(logical_id: str, holds: str, runbook: Runbook, first_step: str) -> list[AlarmSpec]:
+def dead_letter_queue_alarms(
+    logical_id: str, holds: str, runbook: Runbook, first_step: str, *, dimension: Any = None
+) -> list[AlarmSpec]:
     return [
         AlarmSpec(
             logical_id=f"{logical_id.replace('DeadLetterQueue', 'Dlq')}NotEmptyAlarm",
             summary=f"{logical_id} holds {holds}: each message is work that failed every retry and now waits for a person.",
             runbook=runbook,
             first_step=first_step,
-            watched=resource_metric(ResourceKind.QUEUE, "ApproximateNumberOfMessagesVisible", logical_id),
+            watched=resource_metric(ResourceKind.QUEUE, "ApproximateNumberOfMessagesVisible", logical_id, dimension),
             statistic="Maximum",
             fires_on=(0, 0, 1),
             quiet_on=(0, None, 0),
@@ -238,7 +241,7 @@ def dead_letter_queue_alarms(logical_id: str, holds: str, runbook: Runbook, firs
     ]
 
 
-def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
+def function_alarms(logical_id: str, timeout_seconds: int, *, dimension: Any = None) -> list[AlarmSpec]:
     short = logical_id.removesuffix("Function")
     near_timeout = round(0.8 * timeout_seconds * 1000)
     return [
@@ -248,7 +251,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
             runbook=Runbook.FUNCTION_ERRORS,
             first_step="read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
             "`pipeops failures` names the file for a task function",
-            watched=resource_metric(ResourceKind.FUNCTION, "Errors", logical_id),
+            watched=resource_metric(ResourceKind.FUNCTION, "Errors", logical_id, dimension),
             evaluation_periods=5,
             datapoints_to_alarm=3,
             fires_on=(0, 1, 2, 0, 1),
@@ -260,7 +263,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
             summary=f"{logical_id} was throttled in 5 consecutive minutes (account or reserved concurrency).",
             runbook=Runbook.FUNCTION_THROTTLES,
             first_step="compare ConcurrentExecutions with the account limit; check MaxConcurrentWorkflows",
-            watched=resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id),
+            watched=resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id, dimension),
             evaluation_periods=5,
             datapoints_to_alarm=5,
             fires_on=(1, 2, 1, 1, 3),
@@ -271,7 +274,7 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
             summary=f"{logical_id}'s p99 duration passed 80% of its {timeout_seconds} s timeout in 3 of 5 minutes.",
             runbook=Runbook.FUNCTION_DURATION,
             first_step="look for the slow dependency in its traces and logs before the timeouts start",
-            watched=resource_metric(ResourceKind.FUNCTION, "Duration", logical_id),
+            watched=resource_metric(ResourceKind.FUNCTION, "Duration", logical_id, dimension),
             statistic="p99",
             evaluation_periods=5,
             datapoints_to_alarm=3,
@@ -284,15 +287,17 @@ def function_alarms(logical_id: str, timeout_seconds: int) -> list[AlarmSpec]:
     ]
 
 
-def state_machine_alarms(logical_id: str) -> list[AlarmSpec]:
+def state_machine_alarms(logical_id: str, *, dimension: Any = None, id_prefix: str = "") -> list[AlarmSpec]:
+    """`id_prefix` tells apart the alarms of several state machines in one stack (a sidecar's)."""
+
     def any_of(metric: str, suffix: str, summary: str, runbook: Runbook, first_step: str, *, critical: bool) -> AlarmSpec:
         """Any execution that `metric` counts, in one minute."""
         return AlarmSpec(
-            logical_id=f"Executions{suffix}Alarm",
+            logical_id=f"{id_prefix}Executions{suffix}Alarm",
             summary=summary,
             runbook=runbook,
             first_step=first_step,
-            watched=resource_metric(ResourceKind.STATE_MACHINE, metric, logical_id),
+            watched=resource_metric(ResourceKind.STATE_MACHINE, metric, logical_id, dimension),
             fires_on=(0, 0, 1),
             quiet_on=(0, None, 0),
             critical=critical,

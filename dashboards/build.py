@@ -95,6 +95,8 @@ def _expression(value: Any) -> str:
     if isinstance(value, Mapping) and set(value) == {"Fn::GetAtt"}:
         logical_id, attribute = value["Fn::GetAtt"]
         return sub(f"{logical_id}.{attribute}")
+    if isinstance(value, Mapping) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+        return str(value["Fn::Sub"])  # already Fn::Sub text (an ARN built in the stack's account and region)
     raise ValueError(f"no Fn::Sub form for {value!r}")
 
 
@@ -219,10 +221,17 @@ def ours_by_emitter(metric: Metric, *, stat: str | None = None, label: str | Non
 
 
 def aws(
-    kind: ResourceKind, name: str, logical_id: str, *, stat: str | None = None, label: str | None = None
+    kind: ResourceKind,
+    name: str,
+    logical_id: str,
+    *,
+    stat: str | None = None,
+    label: str | None = None,
+    dimension: Any = None,
 ) -> list[Any]:
-    """A metric AWS publishes about the template resource `logical_id` (AWS_CATALOG)."""
-    watched = resource_metric(kind, name, logical_id)
+    """A metric AWS publishes about the template resource `logical_id` (AWS_CATALOG), or about a
+    resource of another stack named by `dimension` (a literal name or ARN, as the alarm catalog's)."""
+    watched = resource_metric(kind, name, logical_id, dimension)
     assert watched.aws is not None
     return _row(watched, stat or watched.aws.statistic, watched.aws.period, label or name)
 
@@ -490,8 +499,8 @@ def _throughput() -> list[_Chart]:
         _Chart(
             "Files against their deadline: on time, late, overdue, lost",
             [
-                ours(Metric.FILES_ON_TIME, Function.TRACKER, label="on time"),
-                ours(Metric.FILES_LATE, Function.TRACKER, label="late"),
+                *ours_by_emitter(Metric.FILES_ON_TIME, label="on time"),
+                *ours_by_emitter(Metric.FILES_LATE, label="late"),
                 ours(Metric.FILES_OVERDUE, Function.RECONCILER, label="overdue"),
                 ours(Metric.FILES_LOST, Function.RECONCILER, stat="Maximum", label="lost"),
             ],
@@ -695,36 +704,38 @@ def _sized(charts: Sequence[_Chart], width: int, height: int) -> list[_Chart]:
     return list(charts)
 
 
-def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> dict[str, Any]:
+# For a dashboard of other sections (the sidecar's): `operations_body(sections=...)`.
+Chart = _Chart
+limit = _limit
+Section = tuple[str, list[_Chart]]  # a markdown heading and its charts
+
+
+def operations_body(
+    specs: Sequence[AlarmSpec],
+    template: Mapping[str, Any],
+    sections: Sequence[Section] | None = None,
+    *,
+    drilldown: bool = True,
+) -> dict[str, Any]:
     """The operations dashboard: status first, the charts behind the critical alarms next, then the rest.
 
     Each alarm of `specs` is drawn on the widget that shows its metric; a chart that carries a
     critical alarm (one the composite watches) moves up to the first section. Raises ValueError for
-    an alarm whose metric no widget shows.
+    an alarm whose metric no widget shows. `sections`: the stack's own unless given (the sidecar's);
+    `drilldown`: whether the stack has the run drill-down dashboard the header points to.
     """
-    sections = (
-        (
-            "## Backlog, the semaphore (slots held, sampled by the reconciler) and executions",
-            _backlog() + _semaphore() + _executions(),
-        ),
-        ("## Dead-letter queues: each message is work that failed every retry", _dead_letter_queues()),
-        (
-            "## Throughput, run latency, stale work and the reconciler",
-            _throughput() + _latency() + _reconciler(),
-        ),
-        ("## Functions side by side, and p99 duration against each timeout", _functions(template)),
-        ("## DynamoDB: throttles, and conditional writes refused (lost races, duplicates)", _tables()),
-    )
+    sections = sections if sections is not None else _sections(template)
     _attach(specs, [chart for _, charts in sections for chart in charts])
     critical = [
         chart for _, charts in sections for chart in charts if any(spec.critical for spec in chart.alarms)
     ]
+    see_drilldown = f"Errors by run and file: the `{sub('AWS::StackName')}-{DRILLDOWN_SUFFIX}` dashboard." if drilldown else ""
     grid = _Grid()
     grid.full_width(
         lambda x, y: _text(
             f"# {sub('AWS::StackName')}: operations (stage {sub('Stage')})\n"
             "Red dashed lines are alarm thresholds (alarm name after the stack name); runbooks in `runbooks/`. "
-            f"Errors by run and file: the `{sub('AWS::StackName')}-{DRILLDOWN_SUFFIX}` dashboard.",
+            + see_drilldown,
             x,
             y,
             height=2,
@@ -742,6 +753,23 @@ def operations_body(specs: Sequence[AlarmSpec], template: Mapping[str, Any]) -> 
     grid.section("## Every alarm")
     _all_alarms(specs, grid)
     return {"start": DEFAULT_START, "periodOverride": "inherit", "widgets": grid.widgets()}
+
+
+def _sections(template: Mapping[str, Any]) -> list[Section]:
+    """The stack's own sections, in the order on-call reads them."""
+    return [
+        (
+            "## Backlog, the semaphore (slots held, sampled by the reconciler) and executions",
+            _backlog() + _semaphore() + _executions(),
+        ),
+        ("## Dead-letter queues: each message is work that failed every retry", _dead_letter_queues()),
+        (
+            "## Throughput, run latency, stale work and the reconciler",
+            _throughput() + _latency() + _reconciler(),
+        ),
+        ("## Functions side by side, and p99 duration against each timeout", _functions(template)),
+        ("## DynamoDB: throttles, and conditional writes refused (lost races, duplicates)", _tables()),
+    ]
 
 
 # -- the run drill-down -------------------------------------------------------------------------

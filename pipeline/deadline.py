@@ -1,4 +1,5 @@
-"""The "files done on time" indicators: on time, late, overdue; each file counted once.
+"""The "files done on time" indicators: on time, late, overdue; each file counted once
+(docs/ARCHITECTURE.md#on-time-indicators).
 
 A file's clock starts when its run was queued (`queued_at`): ingest writes it in the transaction
 that accepts the run's first file, the earliest moment the pipeline knows of any of its files (a
@@ -7,11 +8,13 @@ was not; S3's event time is not kept). It stops at the run's terminal outcome, C
 FAILED (the status enum's terminal set; unsupported and empty files end with their run): the run
 record's `updated_at`, which a terminal record never changes again.
 
-Every run is counted once ever, by a conditional write of `deadline_counted` on its record
-(`TrackingStore.count_ended` / `count_overdue`): whoever wins says what its files were. A run
-counted overdue by the reconciler (still active past the deadline) that ends later counts
-nothing more; a run counted at its end is never counted overdue. Two trackers handling one
-event twice, or two reconcilers racing, count it once.
+Every run is counted once ever, by a conditional write of `deadline_counted` on its record:
+whoever wins says what its files were. At its end, by the write that ends it where it can (the
+workflow's verdict, `TrackingStore.transition(count_deadline=True)`: no call of its own on the
+healthy path), else by the tracker on a failed execution's end (`count_ended`); overdue, by the
+reconciler (`count_overdue`). A run counted overdue that ends later counts nothing more; a run
+counted at its end is never counted overdue. A repeated status event, a retried task, or two
+reconcilers racing count it once.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pipeline.jobs import RunRef, format_timestamp, parse_timestamp
+from pipeline.status import DeadlineCount
 from pipeline.stores.protocols import TrackingProtocol
+from pipeline.stores.tracking import RunRecord
 
 
 class Verdict(StrEnum):
@@ -52,11 +57,18 @@ class EndedCount:
     files: int
 
 
-def count_ended(store: TrackingProtocol, run: RunRef, deadline: timedelta) -> EndedCount | None:
-    """Count a terminal run's files as on time or late, once: None when the run is not terminal,
-    is gone, or was counted before (at its end, or overdue)."""
-    record = store.count_ended(run)
-    if record is None:
+def ended_count(record: RunRecord, deadline: timedelta) -> EndedCount | None:
+    """What a terminal write counted: the run's files on time or late, or None when its record
+    says it was not counted at its end (the reconciler counted it overdue first). Pure."""
+    if not record.status.is_terminal or record.deadline_counted != DeadlineCount.ENDED:
         return None
     queued = parse_timestamp(record.queued_at or record.started_at)
     return EndedCount(verdict(queued, parse_timestamp(record.updated_at), deadline), len(record.files))
+
+
+def count_ended(store: TrackingProtocol, run: RunRef, deadline: timedelta) -> EndedCount | None:
+    """Count a terminal run's files as on time or late, once, by a write of its own (for an end
+    no write of the workflow counted): None when the run is not terminal, is gone, or was counted
+    before (at its end, or overdue)."""
+    record = store.count_ended(run)
+    return ended_count(record, deadline) if record is not None else None

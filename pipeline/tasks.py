@@ -44,7 +44,7 @@ from pipeline.config import RedactionMode
 from pipeline.jobs import RunRef
 from pipeline.pii.types import EntityType, PiiDetector
 from pipeline.status import FailedFileKind, FileOutcome, JobStatus
-from pipeline.stores.tracking import TrackingStore
+from pipeline.stores.tracking import RunRecord, TrackingStore
 
 # The message of a failed file as the tracking record keeps it (with its key and error name).
 MAX_MESSAGE_BYTES = 300
@@ -506,12 +506,16 @@ def record_account(store: TrackingStore, event: Mapping[str, Any], outcome: Mapp
         raise JobNoLongerActive(f"the run's record is no longer {expected.value}")
 
 
-def record_verdict(store: TrackingStore, event: Mapping[str, Any], outcome: Mapping[str, Any], now: datetime) -> JobStatus:
+def record_verdict(
+    store: TrackingStore, event: Mapping[str, Any], outcome: Mapping[str, Any], now: datetime
+) -> RunRecord | None:
     """End the run in one conditional write: COMPLETE, or FAILED when more files failed than the
-    job tolerates, together with the account. The record must be where the workflow left it
+    job tolerates, together with the account, and its files counted for the on-time objective
+    (`pipeline.deadline`). The record must be where the workflow left it
     (DETECTING after the one-pass blackout Map, REDACT_COMPLETE after a synthetic redaction); a
     retried attempt whose first write landed finds its own verdict and succeeds again (a FAILED
     with another error is someone else's: the run moved on).
+    Returns the record this call wrote; None when an earlier attempt wrote it (and counted it).
     Raises JobNoLongerActive when the record moved on without this execution."""
     check = outcome["check"]
     target = JobStatus.COMPLETE if check["within_tolerance"] else JobStatus.FAILED
@@ -521,25 +525,29 @@ def record_verdict(store: TrackingStore, event: Mapping[str, Any], outcome: Mapp
         fields |= {"error": TOLERANCE_ERROR, "cause": TOLERANCE_CAUSE.format(check["failed_share"])}
     run = RunRef(event["job_id"], event["started_at"])
     expected = JobStatus.REDACT_COMPLETE if synthetic else JobStatus.DETECTING
-    if store.transition(run, target, now, fields=fields, expected_status=expected) is None:
+    written = store.transition(run, target, now, fields=fields, expected_status=expected, count_deadline=True)
+    if written is None:
         current = store.get_run(run)
         ours = current is not None and current.status is target
         if ours and target is JobStatus.FAILED:
             ours = current is not None and current.error == TOLERANCE_ERROR  # not a FAILED someone else wrote
         if not ours:
             raise JobNoLongerActive(f"the run's record did not allow {target.value}: it moved on without this execution")
-    return target
+    return written
 
 
 def finalize(
     event: Mapping[str, Any], artifacts: ArtifactStore, tolerance: Tolerance, store: TrackingStore, now: datetime
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], RunRecord | None]:
     """Account for every file and hand the workflow its check: after detection, record the
-    account on the run; at the end, record it with the run's verdict (`record_verdict`)."""
+    account on the run; at the end, record it with the run's verdict (`record_verdict`). Also
+    returns the run's record as the verdict wrote it (None after detection, or when an earlier
+    attempt wrote the verdict), for the handler to emit its on-time count."""
     outcome = account(event, artifacts, tolerance)
+    ended = None
     if outcome["phase"] == "complete":
-        record_verdict(store, event, outcome, now)
+        ended = record_verdict(store, event, outcome, now)
     else:
         record_account(store, event, outcome, now)
     check: dict[str, Any] = outcome["check"]
-    return check
+    return check, ended

@@ -26,6 +26,7 @@ from pipeops.commands import (
     reconcile,
     runbook,
     sandbox,
+    sidecar,
     status,
     template,
     upload,
@@ -90,6 +91,9 @@ job_app = typer.Typer(cls=_Commands, help="One job in detail.", no_args_is_help=
 alarms_app = typer.Typer(cls=_Commands, help="The stack's alarms: states, runbooks, and the evaluator's verdict.", no_args_is_help=True)
 template_app = typer.Typer(help="template.yaml: write the alarms and dashboards built from the catalogs.", no_args_is_help=True)
 dashboard_app = typer.Typer(help="The stack's CloudWatch dashboards, drawn offline from the metrics in CloudWatch.", no_args_is_help=True)
+sidecar_app = typer.Typer(
+    cls=_Commands, help="The sidecar on a pipeline we did not build: its template, from the pipeline's description.", no_args_is_help=True
+)
 runbook_app = typer.Typer(
     help="The runbooks: what an alarm means, how to diagnose and repair it, one page per id.", no_args_is_help=True
 )
@@ -124,12 +128,15 @@ runbook_app.command("list")(runbook.list_runbooks)
 runbook_app.command("show")(runbook.show_runbook)
 runbook_app.command("run")(runbook.run_runbook)
 runbook_app.command("history")(runbook.runbook_history)
+sidecar_app.command("build")(sidecar.sidecar_build)
+sidecar_app.command("doctor")(sidecar.sidecar_doctor)
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(job_app, name="job")
 app.add_typer(alarms_app, name="alarms")
 app.add_typer(template_app, name="template")
 app.add_typer(dashboard_app, name="dashboard")
 app.add_typer(runbook_app, name="runbook")
+app.add_typer(sidecar_app, name="sidecar")
 
 if __name__ == "__main__":
     app()

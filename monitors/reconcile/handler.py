@@ -72,7 +72,8 @@ def emit_report(report: ReconcileReport, indicators: Indicators, *, counted: boo
     emit(Metric.SLOTS_FULL_IDLE, 1 if seen.slots_full_idle else 0)
     emit(Metric.BACKLOG_STALLED, 1 if seen.backlog_stalled else 0)
     emit(Metric.OLDEST_QUEUED_AGE, seen.oldest_queued_age)
-    emit(Metric.FILES_LOST, indicators.lost_files)
+    if indicators.lost_files is not None:
+        emit(Metric.FILES_LOST, indicators.lost_files)
     if counted:
         emit(Metric.FILES_OVERDUE, indicators.overdue_files)
 
@@ -90,6 +91,8 @@ def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
         report.observed.active_runs, reconciler.tracking, reconciler.claims, reconciler.clock(), deadline, count=not dry_run
     )
     emit_report(report, indicators, counted=not dry_run)
+    if indicators.errors:
+        logger.error("on-time indicators incomplete", extra={"errors": list(indicators.errors)})
     result = report.to_dict() | {"indicators": indicators.to_dict()}
     log = logger.warning if result["findings"] else logger.info
     log(

@@ -16,6 +16,10 @@ tracker), so the reconciler counts it on its schedule (pipeline/deadline.py has 
   in flight past the deadline and the lost ones, never the table. A lost file's claim stays
   unsettled until the file is uploaded again (a new claim, younger than the deadline).
 
+With ReconcileApply=false nothing is settled either (a report-only pass writes nothing): the
+oldest `MAX_CLAIMS_READ` claims past the deadline are read every pass, and lost files beyond
+them go unseen until an applying pass settles the rest.
+
 The findings are pure functions of plain data (`overdue_runs`, `claim_state`); `measure` is the
 shell that reads and marks.
 """
@@ -26,8 +30,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from monitors.reconcile.model import ActiveRun
+from pipeline.aws import error_code
 from pipeline.deadline import is_overdue, overdue_cutoff
 from pipeline.jobs import RunRef
 from pipeline.stores.claims import UnsettledClaim
@@ -40,8 +46,8 @@ MAX_CLAIMS_READ = 500
 
 def overdue_runs(active: Iterable[ActiveRun], now: datetime, deadline: timedelta, limit: int = MAX_OVERDUE_MARKS) -> list[ActiveRun]:
     """Active runs past their deadline whose files were not counted yet, oldest first. Pure."""
-    found = [run for run in active if not run.deadline_counted and is_overdue(run.queued_at or run.started_at, now, deadline)]
-    return sorted(found, key=lambda run: run.queued_at or run.started_at)[:limit]
+    found = [run for run in active if not run.deadline_counted and is_overdue(run.queued_at, now, deadline)]
+    return sorted(found, key=lambda run: run.queued_at)[:limit]
 
 
 @dataclass(frozen=True)
@@ -71,17 +77,21 @@ class Indicators:
 
     overdue_files: int = 0  # files of the runs this pass counted overdue (0 when not counting)
     overdue_runs: int = 0
-    lost_files: int = 0  # files claimed past the deadline that no run holds (read-only finding)
+    lost_files: int | None = 0  # files claimed past the deadline that no run holds; None: not read
     settled: int = 0  # claims settled this pass
     claims_read: int = 0
+    # What failed (the AWS error code or exception type, never an item): the overdue marks stop
+    # there, the ones made are still counted; lost files are not reported this pass.
+    errors: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "overdue_files": self.overdue_files,
             "overdue_runs": self.overdue_runs,
             "lost_files": self.lost_files,
             "settled": self.settled,
             "claims_read": self.claims_read,
+            "errors": list(self.errors),
         }
 
 
@@ -95,23 +105,41 @@ def measure(
     count: bool,
 ) -> Indicators:
     """Count overdue runs (only with `count`: a conditional mark each) and find lost files
-    (settling the claims whose file has its outcome, only with `count`)."""
+    (settling the claims whose file has its outcome, only with `count`). A failure ends its part
+    and is reported, never raised: a mark already made must still be emitted (it is never made
+    again), and the reconciler's heartbeat must not depend on an index (one being built after a
+    stack update cannot be queried yet)."""
+    errors: list[str] = []
     overdue_files = overdue_count = 0
     if count:
         cutoff = overdue_cutoff(now, deadline)
-        for run in overdue_runs(active, now, deadline):
-            marked = tracking.count_overdue(RunRef(run.job_id, run.started_at), cutoff)
-            if marked is not None:
-                overdue_count += 1
-                overdue_files += len(marked.files)
+        try:
+            for run in overdue_runs(active, now, deadline):
+                marked = tracking.count_overdue(RunRef(run.job_id, run.started_at), cutoff)
+                if marked is not None:
+                    overdue_count += 1
+                    overdue_files += len(marked.files)
+        except Exception as exc:
+            errors.append(f"overdue: {error_code(exc) or type(exc).__name__}")
+    try:
+        lost, settled, read = _lost(tracking, claims, now, deadline, settle=count)
+    except Exception as exc:
+        errors.append(f"lost: {error_code(exc) or type(exc).__name__}")
+        return Indicators(overdue_files, overdue_count, None, 0, 0, tuple(errors))
+    return Indicators(overdue_files, overdue_count, lost, settled, read, tuple(errors))
+
+
+def _lost(
+    tracking: TrackingProtocol, claims: ClaimsProtocol, now: datetime, deadline: timedelta, *, settle: bool
+) -> tuple[int, int, int]:
+    """(lost files, claims settled, claims read) from the oldest unsettled claims past the deadline."""
     unsettled = claims.unsettled_claims(overdue_cutoff(now, deadline), MAX_CLAIMS_READ)
     holdings = _holdings(tracking, {claim.run for claim in unsettled})
     states = [(claim, claim_state(claim, holdings.get(claim.run))) for claim in unsettled]
     settled = 0
-    if count:
+    if settle:
         settled = sum(1 for claim, state in states if state is ClaimState.SETTLED and claims.settle(claim))
-    lost = sum(1 for _, state in states if state is ClaimState.LOST)
-    return Indicators(overdue_files, overdue_count, lost, settled, len(unsettled))
+    return sum(1 for _, state in states if state is ClaimState.LOST), settled, len(unsettled)
 
 
 def _holdings(tracking: TrackingProtocol, runs: Iterable[RunRef]) -> Mapping[RunRef, RunHolding]:

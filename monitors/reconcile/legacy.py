@@ -76,6 +76,14 @@ def decide(previous: LegacySample | None, current: LegacySample, grace_seconds: 
     )
 
 
+def kept(previous: LegacySample | None, current: LegacySample) -> LegacySample:
+    """Pure: the sample to keep for the next run. An observation unchanged since the previous one
+    keeps the older sample, so that runs more frequent than the grace window still add up to it."""
+    if previous is not None and (previous.count, previous.item, previous.running) == (current.count, current.item, current.running):
+        return previous
+    return current
+
+
 def sample(dynamodb: Any, sfn: Any, counter: LegacyCounter, state_machine_arn: str, now: datetime) -> LegacySample:
     item = dynamodb.get_item(TableName=counter.table, Key=counter.key, ConsistentRead=True).get("Item") or {}
     count = int(item.get(counter.count_attribute, {}).get("N", "0"))

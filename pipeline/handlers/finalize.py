@@ -13,9 +13,11 @@ a transient AWS failure raises PipelineTransientError (the workflow retries the 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pipeline.config import ConfigurationError
+from pipeline.deadline import Verdict, ended_count
 from pipeline.handlers import _wiring
 from pipeline.jobs import utc_now
 from pipeline.tasks import Tolerance, finalize, record_failure, transient_aws_errors, write_status
@@ -52,10 +54,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             logger.info("file failure recorded", extra={"phase": event["phase"], "error": (event.get("error") or {}).get("Error")})
             return result
         settings = _wiring.settings()
-        result = finalize(
+        result, ended = finalize(
             event, _wiring.artifacts(), Tolerance(settings.max_failed_file_percent), _wiring.tracking_store(), utc_now()
         )
     emit(Metric.RUN_FILE_FAILURE_PERCENT, round(100 * float(result.get("failed_share", 0.0)), 2))
+    # The verdict's write counted the run's files on time or late (unless counted overdue before).
+    counted = ended_count(ended, timedelta(minutes=settings.file_deadline_minutes)) if ended is not None else None
+    if counted is not None:
+        emit(Metric.FILES_ON_TIME if counted.verdict is Verdict.ON_TIME else Metric.FILES_LATE, counted.files)
     logger.info(
         "run accounted for",
         extra={"phase": event.get("phase"), "within_tolerance": result["within_tolerance"], "counts": result["counts"]},

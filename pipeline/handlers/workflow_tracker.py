@@ -33,9 +33,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             emit(Metric.JOB_DURATION, change.duration_seconds)
     else:
         emit(Metric.DUPLICATE_RELEASES)
-    if change.run is not None:
-        # Every execution's end passes here, whoever wrote the run's outcome (the workflow, this
-        # tracker): its files are counted on time or late once, unless already counted overdue.
+    if change.run is not None and ExecutionStatus(change.status).is_failure:
+        # A failed execution's run ended by this tracker's mark, by the workflow's own FAILED
+        # write, or by its verdict (which counted it already): counted here once, conditionally,
+        # unless counted before or overdue. A success was counted by the verdict that made it.
         deadline = timedelta(minutes=_wiring.settings().file_deadline_minutes)
         counted = count_ended(_wiring.tracking_store(), change.run, deadline)
         if counted is not None:

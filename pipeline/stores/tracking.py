@@ -193,11 +193,15 @@ class TrackingStore:
         fields: Mapping[str, Any] | None = None,
         expected_status: JobStatus | None = None,
         expected_updated_at: str | None = None,
+        count_deadline: bool = False,
     ) -> RunRecord | None:
         """Move a run to `target` if that is a legal forward move; None when DynamoDB refused it.
 
         `expected_status` / `expected_updated_at` narrow the condition to exactly what a caller
         observed (the batch trigger's stale reclaim), so a run that moved on is left alone.
+        `count_deadline` (a terminal `target`, by a caller that emits the count): the same write
+        counts the run's files at their end unless the reconciler counted them overdue first; the
+        returned record says which (`pipeline.deadline.ended_count`).
         """
         names = {"#status": "status"}
         values: dict[str, Any] = {":target": {"S": target.value}, ":now": {"S": format_timestamp(now)}}
@@ -207,6 +211,9 @@ class TrackingStore:
             sets.append("active_status = :target")
         else:
             removes.append("active_status")
+            if count_deadline:
+                sets.append("deadline_counted = if_not_exists(deadline_counted, :ended)")
+                values[":ended"] = {"S": DeadlineCount.ENDED.value}
         for index, (name, value) in enumerate((fields or {}).items()):
             names[f"#f{index}"] = name
             values[f":f{index}"] = to_attribute(value)

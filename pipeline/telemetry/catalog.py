@@ -277,15 +277,17 @@ CATALOG: dict[Metric, MetricSpec] = {
             Metric.FILES_ON_TIME,
             _C,
             "Files whose run reached a terminal outcome (COMPLETE or FAILED) within FileDeadlineMinutes of being "
-            "queued: the objective's good events, counted once per run when its execution ends.",
-            (_F.TRACKER,),
+            "queued: the objective's good events, counted once per run, by the workflow's verdict or, for a "
+            "failed execution, the tracker.",
+            (_F.FINALIZE, _F.TRACKER),
         ),
         MetricSpec(
             Metric.FILES_LATE,
             _C,
             "Files whose run reached a terminal outcome after FileDeadlineMinutes and was not counted overdue "
-            "before: bad events, counted once per run when its execution ends.",
-            (_F.TRACKER,),
+            "before: bad events, counted once per run, by the workflow's verdict or, for a failed execution, "
+            "the tracker.",
+            (_F.FINALIZE, _F.TRACKER),
         ),
         MetricSpec(
             Metric.RUN_FILE_FAILURE_PERCENT,

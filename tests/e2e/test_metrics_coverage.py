@@ -42,6 +42,8 @@ NOT_IN_A_REALTIME_SANDBOX = {
     ("PipeOps", "StaleStatusWrites", "WorkflowTrackerFunction"): "a backwards status write (test_tracker_handler.py)",
     ("PipeOps", "DuplicateReleases", "WorkflowTrackerFunction"): "a duplicated status event (test_pipeline_e2e.py)",
     ("PipeOps", "DuplicateDeliveries", "IngestFunction"): "a redelivered S3 event (tests/functional/test_ingest_races.py)",
+    ("PipeOps", "FilesLate", "FinalizeFunction"): "a run ended past FileDeadlineMinutes (test_deadline_counts.py)",
+    ("PipeOps", "FilesLate", "WorkflowTrackerFunction"): "a run failed past FileDeadlineMinutes (test_deadline_counts.py)",
     ("AWS/States", "ExecutionsTimedOut", "PipelineStateMachine"): "an execution past TimeoutSeconds (600 s at least here)",
     ("AWS/States", "ExecutionsAborted", "PipelineStateMachine"): "a stopped execution (test_reconcile_sandbox.py)",
     ("AWS/States", "ExecutionThrottled", "PipelineStateMachine"): "AWS publishes it only on throttling; moto never throttles",

@@ -4,12 +4,11 @@ lost files found from the sparse unsettled-claims index and settled conditionall
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
 
 from monitors.reconcile.indicators import measure
 from monitors.reconcile.loop import _active
-from pipeline.deadline import count_ended
+from pipeline.deadline import EndedCount, Verdict, count_ended, ended_count
 from pipeline.handlers import workflow_tracker
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.s3events import ObjectVersion
@@ -17,6 +16,7 @@ from pipeline.status import DeadlineCount, JobStatus
 from pipeline.stores.claims import ClaimsStore, ClaimWrite, ObjectClaim
 from pipeline.stores.run_index import RunIndex
 from pipeline.stores.tracking import TrackingStore
+from pipeline.tasks import record_verdict
 from tests.conftest import emf_totals
 from tests.functional.test_tracker_handler import status_event
 
@@ -41,19 +41,15 @@ def active_runs(resources):
 
 
 def test_two_racing_reconcilers_count_an_overdue_run_once(resources, store: TrackingStore) -> None:
+    """Both passes observed the run active before either wrote: the conditional mark decides. (Run
+    one after the other on the same observation: in-process moto does not make two threads' condition
+    checks atomic, DynamoDB does, so threads would test moto, not the condition.)"""
     run = ingested(resources, "job/a.txt", NOW - timedelta(minutes=20))
     seen = active_runs(resources)
-    results = []
-
-    def one_pass() -> None:
-        results.append(measure(seen, store, claims_store(resources), NOW, DEADLINE, count=True).overdue_files)
-
-    threads = [threading.Thread(target=one_pass) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(results) == [0, 1]
+    results = [
+        measure(seen, store, claims_store(resources), NOW, DEADLINE, count=True).overdue_files for _ in range(2)
+    ]
+    assert results == [1, 0]
     assert store.get_run(run).deadline_counted == DeadlineCount.OVERDUE  # type: ignore[union-attr]
 
 
@@ -65,37 +61,59 @@ def test_a_young_run_or_a_dry_run_is_not_counted_overdue(resources, store: Track
     assert store.get_run(old).deadline_counted == ""  # type: ignore[union-attr]
 
 
-def test_a_late_completion_after_overdue_counts_nothing(resources, store: TrackingStore, lambda_context, capsys) -> None:
+def verdict_of(run: RunRef, store: TrackingStore, at: datetime):
+    """The workflow's verdict (PrepareComplete) on a one-file run, COMPLETE, written at `at`."""
+    store.transition(run, JobStatus.DETECTING, at)
+    event = {"job_id": run.job_id, "started_at": run.started_at, "redaction_mode": "blackout"}
+    outcome = {
+        "check": {"within_tolerance": True, "failed_share": 0.0},
+        "failed_files": {},
+        "redaction_results": {},
+        "results_s3_prefix": "results/",
+    }
+    return record_verdict(store, event, outcome, at)
+
+
+def test_the_verdict_counts_its_runs_files_on_time_or_late_in_the_same_write(resources, store: TrackingStore) -> None:
+    quick = ingested(resources, "quick/a.txt", NOW)
+    written = verdict_of(quick, store, NOW + timedelta(minutes=2))
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(Verdict.ON_TIME, 1)
+    slow = ingested(resources, "slow/a.txt", NOW)
+    written = verdict_of(slow, store, NOW + timedelta(minutes=16))
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(Verdict.LATE, 1)
+    # Counted at its end: never overdue afterwards, and never counted again (a failure event, a retry).
+    assert store.count_overdue(slow, format_timestamp(NOW + timedelta(days=1))) is None
+    assert count_ended(store, slow, DEADLINE) is None
+
+
+def test_a_late_verdict_after_overdue_counts_nothing(resources, store: TrackingStore) -> None:
     run = ingested(resources, "job/a.txt", NOW - timedelta(minutes=20))
     assert measure(active_runs(resources), store, claims_store(resources), NOW, DEADLINE, count=True).overdue_files == 1
-    assert store.transition(run, JobStatus.COMPLETE, NOW) is not None
+    written = verdict_of(run, store, NOW)
+    assert written is not None and written.status is JobStatus.COMPLETE
+    assert ended_count(written, DEADLINE) is None
+
+
+def test_the_tracker_counts_a_failed_run_once_and_a_success_never(resources, store: TrackingStore, lambda_context, capsys) -> None:
+    failed = ingested(resources, "job/a.txt", NOW - timedelta(days=1))
+    store.transition(failed, JobStatus.DETECTING, NOW)
+    done = ingested(resources, "done/a.txt", NOW)
+    store.transition(done, JobStatus.COMPLETE, NOW)  # a success the verdict did not count: not the tracker's
     capsys.readouterr()
-    workflow_tracker.handler(status_event(resources, run, "SUCCEEDED"), lambda_context)
+    for run, status in ((failed, "FAILED"), (failed, "FAILED"), (done, "SUCCEEDED")):
+        workflow_tracker.handler(status_event(resources, run, status, error="States.TaskFailed"), lambda_context)
     totals = emf_totals(capsys.readouterr().out)
+    assert totals.get("FilesLate") == 1 and "FilesOnTime" not in totals  # queued a day ago: late, once
+
+
+def test_a_failure_after_overdue_counts_nothing(resources, store: TrackingStore, lambda_context, capsys) -> None:
+    run = ingested(resources, "job/a.txt", NOW - timedelta(minutes=20))
+    assert measure(active_runs(resources), store, claims_store(resources), NOW, DEADLINE, count=True).overdue_files == 1
+    capsys.readouterr()
+    workflow_tracker.handler(status_event(resources, run, "TIMED_OUT"), lambda_context)
+    totals = emf_totals(capsys.readouterr().out)
+    assert store.get_run(run).status is JobStatus.FAILED  # type: ignore[union-attr]
     assert "FilesOnTime" not in totals and "FilesLate" not in totals
-
-
-def test_the_tracker_counts_a_run_at_its_end_once_on_time_or_late(resources, store: TrackingStore, lambda_context, capsys) -> None:
-    on_time = ingested(resources, "quick/a.txt", NOW)
-    store.transition(on_time, JobStatus.COMPLETE, NOW + timedelta(minutes=2))
-    late = ingested(resources, "slow/a.txt", NOW)
-    store.transition(late, JobStatus.COMPLETE, NOW + timedelta(minutes=16))
-    capsys.readouterr()
-    for run in (on_time, late, late):  # the last: a repeated status event
-        workflow_tracker.handler(status_event(resources, run, "SUCCEEDED"), lambda_context)
-    totals = emf_totals(capsys.readouterr().out)
-    assert (totals.get("FilesOnTime"), totals.get("FilesLate")) == (1, 1)
-    # Counted at its end: never overdue afterwards, and never counted again.
-    assert store.count_overdue(late, format_timestamp(NOW + timedelta(days=1))) is None
-    assert count_ended(store, late, DEADLINE) is None
-
-
-def test_a_failed_execution_counts_its_files_from_the_failure_the_tracker_writes(resources, store: TrackingStore, lambda_context, capsys) -> None:
-    run = ingested(resources, "job/a.txt", NOW - timedelta(days=1))
-    store.transition(run, JobStatus.DETECTING, NOW)
-    capsys.readouterr()
-    workflow_tracker.handler(status_event(resources, run, "FAILED", error="States.TaskFailed"), lambda_context)
-    assert emf_totals(capsys.readouterr().out).get("FilesLate") == 1  # queued a day ago: late
 
 
 def test_a_file_removed_from_its_run_is_lost_until_uploaded_again(resources, store: TrackingStore) -> None:

@@ -552,6 +552,7 @@ class MemoryTrackingStore:
         fields: Mapping[str, Any] | None = None,
         expected_status: JobStatus | None = None,
         expected_updated_at: str | None = None,
+        count_deadline: bool = False,
     ) -> RunRecord | None:
         self.hook(f"tracking.transition {run.job_id} -> {target.value}")
         found = self.runs.get(run)
@@ -562,6 +563,8 @@ class MemoryTrackingStore:
             return None
         found.status, found.updated_at = target, format_timestamp(now)
         found.extra.update(fields or {})
+        if count_deadline and target.is_terminal and not found.deadline_counted:
+            found.deadline_counted = DeadlineCount.ENDED.value
         if self.on_transition is not None:
             self.on_transition(run, target)
         return found.record()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from monitors.reconcile.indicators import ClaimState, RunHolding, claim_state, measure, overdue_runs
 from monitors.reconcile.model import ActiveRun
-from pipeline.deadline import Verdict, count_ended, is_overdue, verdict
+from pipeline.deadline import EndedCount, Verdict, count_ended, ended_count, is_overdue, verdict
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import DeadlineCount, JobStatus
 from pipeline.stores.claims import ObjectClaim, UnsettledClaim
@@ -99,8 +99,17 @@ def test_an_overdue_run_is_counted_once_across_passes_and_never_in_a_dry_run() -
 def test_a_run_counted_overdue_that_ends_later_counts_neither_on_time_nor_late() -> None:
     tracking, claims, run = stores_with_run(("job/a.txt",), queued_minutes_ago=20)
     assert measure(observed(tracking), tracking, claims, NOW, DEADLINE, count=True).overdue_files == 1
-    assert tracking.transition(run, JobStatus.COMPLETE, NOW) is not None
+    written = tracking.transition(run, JobStatus.COMPLETE, NOW, count_deadline=True)
+    assert written is not None and ended_count(written, DEADLINE) is None
     assert count_ended(tracking, run, DEADLINE) is None
+
+
+def test_the_write_that_ends_a_run_counts_it_and_nothing_counts_it_again() -> None:
+    tracking, claims, run = stores_with_run(("job/a.txt",), queued_minutes_ago=5)
+    written = tracking.transition(run, JobStatus.COMPLETE, NOW, count_deadline=True)
+    assert written is not None and ended_count(written, DEADLINE) == EndedCount(Verdict.ON_TIME, 1)
+    assert count_ended(tracking, run, DEADLINE) is None
+    assert measure(observed(tracking), tracking, claims, NOW + DEADLINE * 2, DEADLINE, count=True).overdue_files == 0
 
 
 def test_a_run_counted_at_its_end_is_counted_once_and_never_overdue() -> None:
@@ -132,3 +141,16 @@ def test_a_dry_run_reports_lost_files_but_settles_nothing() -> None:
     assert tracking.transition(run, JobStatus.COMPLETE, NOW) is not None
     assert measure([], tracking, claims, NOW, DEADLINE, count=False).settled == 0
     assert measure([], tracking, claims, NOW, DEADLINE, count=True).settled == 1
+
+
+def test_a_failing_read_of_the_claims_reports_no_lost_files_and_keeps_the_overdue_count() -> None:
+    """An index that cannot be queried yet (being built after a stack update) must not lose the
+    overdue marks already made: they are never made again, so they are emitted from this pass."""
+    tracking, _, _ = stores_with_run(("job/a.txt",), queued_minutes_ago=20)
+
+    def index_not_ready(label: str) -> None:
+        if label == "claims.unsettled_claims":
+            raise RuntimeError("index is being created")
+
+    found = measure(observed(tracking), tracking, MemoryClaims(tracking, hook=index_not_ready), NOW, DEADLINE, count=True)
+    assert (found.overdue_files, found.lost_files, found.errors) == (1, None, ("lost: RuntimeError",))
