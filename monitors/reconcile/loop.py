@@ -3,14 +3,15 @@
 `plan` (monitors.reconcile.plan) decides; this module only reads and writes. Reads are ordered on
 purpose: the semaphore first, then the running executions, then DescribeExecution for every slot
 and active run whose execution was not listed, so a router that takes a slot and starts meanwhile
-is seen as running, never as a leak. Every write is conditional on what was observed; a write that
-finds the world changed is a lost race, counted and left to the next run.
+is seen as running, never as a leak. Every write is conditional on what was observed (the count
+repair on the semaphore as read just before it: see `_recount`); a write that finds the world
+changed is a lost race, counted and left to the next run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -41,6 +42,7 @@ from pipeline.stores.protocols import (
 from pipeline.stores.semaphore import ReleaseResult
 
 MAX_LISTED_FINDINGS = 20
+RECOUNT_ROUNDS = 3  # tries of a count repair, each from a fresh read of the semaphore
 
 
 class ActionResult(StrEnum):
@@ -123,15 +125,40 @@ class Reconciler:
             if not apply:
                 done.append(Applied(action, ActionResult.SKIPPED))
                 continue
-            result = ActionResult.APPLIED if self._apply(action) else ActionResult.RACE_LOST
+            if action.kind is ActionKind.SET_COUNT:
+                recounted = self._recount(action)
+                action, applied = recounted or action, recounted is not None
+            else:
+                applied = self._apply(action)
+            result = ActionResult.APPLIED if applied else ActionResult.RACE_LOST
             if result is ActionResult.APPLIED:
                 self._audit(action)
             done.append(Applied(action, result))
         return done
 
+    def _recount(self, planned: Action) -> Action | None:
+        """The count set to its holders as read just now, conditional on that read's version; the
+        action as applied (what it was, what it wrote), or None: the count agrees by now, or every
+        round lost to another write.
+
+        Not conditional on the observation's version: a run acts seconds after its semaphore read
+        (every listing in between), and each acquire and release bumps the version, so on a busy
+        semaphore that write lost every race and the count was never repaired. The count is a fact
+        of the one item (active_count = its holders), so a fresh read of it is all the write needs.
+        """
+        for _ in range(RECOUNT_ROUNDS):
+            state = self.semaphore.read()
+            if state.active_count == len(state.holders):
+                return None
+            if self.semaphore.set_count(len(state.holders), state.version):
+                return replace(
+                    planned,
+                    expected={"version": state.version, "active_count": state.active_count},
+                    values={"active_count": len(state.holders)},
+                )
+        return None
+
     def _apply(self, action: Action) -> bool:
-        if action.kind is ActionKind.SET_COUNT:
-            return self.semaphore.set_count(int(action.values["active_count"]), int(action.expected["version"]))
         if action.kind is ActionKind.RELEASE_HOLDER:
             released = release_holder(self.semaphore, action.target, acquired_at=str(action.expected["acquired_at"]))
             return released is ReleaseResult.RELEASED

@@ -34,8 +34,6 @@ from pipeline.telemetry.handler import instrumented
 from pipeline.telemetry.logging import correlate
 from pipeline.telemetry.tracing import carrier_from_current, carrier_from_sqs_record, span
 
-processor = BatchProcessor(event_type=EventType.SQS)
-
 _OUTCOME_METRIC = {
     RouteOutcome.STARTED: Metric.JOBS_STARTED,
     RouteOutcome.WAITING: Metric.CAPACITY_WAITS,
@@ -128,4 +126,9 @@ def _route(record: SQSRecord) -> None:
 
 @instrumented("router")
 def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+    # A processor per invocation: it keeps the batch's records and failures on itself. Where
+    # invocations share one module at once (the sandbox runs them on threads of one interpreter),
+    # a shared processor let one invocation clear another's failures, which SQS then deleted as
+    # processed (a poison message never reached the DLQ), or run another's records.
+    processor = BatchProcessor(event_type=EventType.SQS)
     return process_partial_response(event=event, record_handler=route_record, processor=processor, context=context)

@@ -129,3 +129,19 @@ def _state_band(alarm: str, changes: Sequence[AlarmChange], start: float, end: f
         parts.append(f"<rect class='state {state}' x='{left:.1f}' y='{top:.1f}' width='{max(right - left, 1):.1f}' "
                      f"height='{LANE - 3}' fill='{colour}'><title>{escape(state)}</title></rect>")
     return "".join(parts)
+
+
+def timeline_text(observation: FaultObservation) -> str:
+    """One fault's timeline as text, for a failure message or a log: what was done and seen
+    (actions, audit records), every alarm state change with its reason (the datapoints the alarm
+    judged), and each charted metric's points; seconds from the all-OK check before the injection."""
+    start = observation.started_at
+    events = [(a.real_at, a.what) for a in (*observation.actions, *observation.audit)]
+    events += [(c.real_at, f"{c.alarm} {c.old} -> {c.new}: {c.reason}") for c in observation.changes]
+    lines = [f"{observation.fault.name} (remedy {observation.remedy_verdict or '-'}, {observation.remedy_applied} applied):"]
+    lines += [f"  {at - start:+7.1f} s  {what}" for at, what in sorted(events, key=lambda event: event[0])]
+    for alarm, points in observation.series.items():
+        values = ", ".join(f"{p.real_at - start:+.1f}:{p.value:g}" for p in points)
+        lines.append(f"  metric of {alarm}: {values or 'no datapoints'}")
+    lines += [f"  violated: {violation}" for violation in observation.violations]
+    return "\n".join(lines)

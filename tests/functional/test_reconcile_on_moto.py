@@ -114,6 +114,36 @@ def test_the_stall_signature_is_repaired_to_the_holders(world) -> None:
     assert semaphore.read().active_count == 0 and report.remaining_findings == 0
 
 
+def test_a_count_repair_lands_though_slots_were_taken_after_the_observation(world) -> None:
+    """On a busy semaphore every acquire and release bumps the version between a run's semaphore
+    read and its repair: the count is set from a fresh read of the item, not lost to that race."""
+    from monitors.reconcile.plan import plan
+
+    reconciler: Reconciler = world["reconciler"]
+    semaphore: Semaphore = reconciler.semaphore
+    semaphore.acquire("router-a", format_timestamp(NOW), 4)
+    world["ddb"].update_item(
+        TableName=world["resources"].coordination_table,
+        Key={"doc_key": {"S": "workflow_counter"}},
+        UpdateExpression="SET active_count = :n ADD version :one",
+        ExpressionAttributeValues={":n": {"N": "-1"}, ":one": {"N": "1"}},
+    )
+    observed = reconciler.observe()
+    decided = plan(observed)
+    assert [a.kind.value for a in decided.actions] == ["set_count"]
+    semaphore.acquire("router-b", format_timestamp(NOW), 4)  # a router admits meanwhile: the version moves
+
+    [recount] = reconciler.act(decided.actions, apply=True)
+    assert recount.result is ActionResult.APPLIED
+    state = semaphore.read()
+    assert (state.active_count, set(state.holders)) == (2, {"router-a", "router-b"})
+    [record] = [r for r in audit_records(world) if r["action"]["S"] == "set_count"]
+    assert json.loads(record["after"]["S"]) == {"active_count": 2}  # what was written, not what was planned
+    # Nothing left to repair: a second repair of the same plan writes nothing.
+    [again] = reconciler.act(decided.actions, apply=True)
+    assert again.result is ActionResult.RACE_LOST and semaphore.read().active_count == 2
+
+
 def test_a_holder_restamped_after_the_observation_is_a_lost_race_not_a_release(world) -> None:
     reconciler: Reconciler = world["reconciler"]
     run = started_run(world, "late/", JobStatus.IN_PROGRESS)

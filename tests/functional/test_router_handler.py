@@ -318,3 +318,42 @@ def test_a_re_send_that_fails_fails_only_its_own_record(
     assert result == {"batchItemFailures": [{"itemIdentifier": "filling"}]}
     assert [line["reason"] for line in error_lines()] == ["aws_error"]
     assert [e["name"] for e in running_executions(resources)] == [other.run.execution_name]
+
+
+def test_two_invocations_at_once_each_report_their_own_failures(
+    resources, lambda_context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox runs concurrent invocations on one module: B starts and ends while A is between
+    its failed record and its last one. A must report exactly its failure (with a processor shared
+    by the module, B's start wiped it: SQS then deleted the poison message as processed, or A failed
+    its whole batch, done records too), and B none."""
+    import threading
+
+    from pipeline.jobs import MalformedMessageError
+
+    a_failed, b_done = threading.Event(), threading.Event()
+
+    def route(record) -> None:
+        if record.body == "a-bad":
+            a_failed.set()
+            raise MalformedMessageError("not a job message")
+        if record.body == "a-last":
+            assert b_done.wait(30)
+
+    monkeypatch.setattr(router, "_route", route)
+    results: dict[str, object] = {}
+
+    def invoke_a() -> None:
+        try:
+            results["a"] = router.handler(sqs_event(("a1", "a-bad"), ("a2", "a-last")), lambda_context)
+        except BaseException as exc:  # a whole-batch failure would retry a2, which succeeded
+            results["a"] = f"raised {type(exc).__name__}"
+
+    a = threading.Thread(target=invoke_a)
+    a.start()
+    assert a_failed.wait(30)
+    results["b"] = router.handler(sqs_event(("b1", "b-good")), lambda_context)
+    b_done.set()
+    a.join(30)
+
+    assert results == {"a": {"batchItemFailures": [{"itemIdentifier": "a1"}]}, "b": {"batchItemFailures": []}}

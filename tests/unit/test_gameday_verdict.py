@@ -98,3 +98,28 @@ def test_a_fault_the_pipeline_absorbs_passes_only_if_no_alarm_fires() -> None:
     assert quiet.passed and quiet.absorbed and quiet.alarm is None
     noisy = judge(observed(fault=absorbed, notified=()), 0.005)
     assert noisy.problems == ("absorbed by design, yet CounterBelowRunning went to ALARM",)
+
+
+def test_a_faults_timeline_as_text_says_what_happened_and_when() -> None:
+    """What a failed short game day prints: every action, audit record and alarm change (with the
+    datapoints its reason names), in time order, from the all-OK check; then the metric's points."""
+    from pipeops.gameday.model import Action
+    from pipeops.gameday.report import timeline_text
+
+    changes = (AlarmChange("CounterBelowRunning", "OK", "ALARM", 13.0, 2600.0, "1 datapoint [-1.0] was less than 0"),)
+    text = timeline_text(observed(
+        changes=changes,
+        actions=(Action("inject count-negative", 11.0), Action("every alarm OK", 15.5)),
+        audit=(Action("audit (reconcile): set_count semaphore", 14.0),),
+        series={"CounterBelowRunning": (Point(12.0, -1.0), Point(14.5, 0.0))},
+        violations=("alarm CounterDrift still ALARM",),
+    ))
+    assert text.splitlines() == [
+        "count-negative (remedy -, 0 applied):",
+        "     +1.0 s  inject count-negative",
+        "     +3.0 s  CounterBelowRunning OK -> ALARM: 1 datapoint [-1.0] was less than 0",
+        "     +4.0 s  audit (reconcile): set_count semaphore",
+        "     +5.5 s  every alarm OK",
+        "  metric of CounterBelowRunning: +2.0:-1, +4.5:0",
+        "  violated: alarm CounterDrift still ALARM",
+    ]
