@@ -175,6 +175,13 @@ def burn_pairs() -> list[BurnPair]:
     return pairs
 
 
+def window_alarm_ids(pairs: Sequence[BurnPair] | None = None) -> frozenset[str]:
+    """Every window alarm's deployed suffix. A window notifies no one: it is judged through its
+    pair's composite, and a long window stays in ALARM for up to its length after an incident spent
+    budget (1 d for the ticket pair), the budget's memory, not an open problem."""
+    return frozenset(window.name_suffix for pair in (pairs or burn_pairs()) for window in pair.windows)
+
+
 def page_pairs(pairs: Sequence[BurnPair]) -> list[BurnPair]:
     return [pair for pair in pairs if pair.alert.severity is Severity.PAGE]
 

@@ -70,6 +70,8 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
     lines += [
         "Detect: from the injection to the expected alarm in ALARM. Repair: from the fault cleared to every alarm OK.",
         "A fault with no expected alarm is absorbed by design (a duplicate is harmless): it passes only if no alarm fires.",
+        "\"Every alarm\" is every alarm that notifies: a burn-rate window is judged through its pair's composite, and a",
+        "long window stays in ALARM for up to its length (1 h, 6 h, 1 d) after a fault that failed files: budget spent.",
         "Both as real seconds / virtual minutes (virtual is what the stack's clocks saw, close to AWS's).",
         "",
         "| fault | what it breaks | expected alarm | fired | detect | remedy | repair | notified | invariants |",

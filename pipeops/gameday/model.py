@@ -105,6 +105,10 @@ class FaultObservation:
     series: Mapping[str, tuple[Point, ...]] = field(default_factory=dict)  # alarm id -> its metric
     disabled: tuple[str, ...] = ()  # alarms the game day was asked to run without
     error: str = ""  # the injection or the remedy could not be done
+    # Alarms that notify no one (the burn pairs' windows, judged through their composites), and
+    # those of them still in ALARM once every notifying alarm was OK: budget the fault spent.
+    silent: tuple[str, ...] = ()
+    burning_after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,8 @@ class GameDayResult:
                         "violations": tuple(f["violations"]),
                         "series": {k: tuple(Point(**p) for p in v) for k, v in f["series"].items()},
                         "disabled": tuple(f["disabled"]),
+                        "silent": tuple(f.get("silent", ())),
+                        "burning_after": tuple(f.get("burning_after", ())),
                     }
                 )
             )

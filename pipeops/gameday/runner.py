@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from alarms.slo_alarms import window_alarm_ids
 from pipeops.demo import SAMPLES_DIR, resources_of, sample_files
 from pipeops.gameday import invariants as checks
 from pipeops.gameday.inbox import drain_notifications, subscribe_a_queue
@@ -65,6 +66,8 @@ class Stage:
     state_inbox: str
     page_inbox: str
     keys_checked: set[str] = field(default_factory=set)
+    silent: frozenset[str] = field(default_factory=window_alarm_ids)  # alarms that notify no one
+
 
     @property
     def resources(self) -> Any:
@@ -73,8 +76,17 @@ class Stage:
     def states(self) -> dict[str, str]:
         return alarm_states(self.sandbox.client("cloudwatch"), self.sandbox.stack_name)
 
+    def notifying_states(self) -> dict[str, str]:
+        """The alarms someone hears about: a burn window is judged through its pair's composite."""
+        return {name: state for name, state in self.states().items() if name not in self.silent}
+
     def in_alarm(self) -> list[str]:
-        return sorted(name for name, state in self.states().items() if state == "ALARM")
+        """The notifying alarms in ALARM: what "every alarm OK" is judged on."""
+        return sorted(name for name, state in self.notifying_states().items() if state == "ALARM")
+
+    def burning(self) -> list[str]:
+        """Burn windows in ALARM: the budget an incident spent, remembered for up to a window."""
+        return sorted(name for name, state in self.states().items() if state == "ALARM" and name in self.silent)
 
 
 @contextmanager
@@ -162,7 +174,7 @@ def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Pro
     started = clock.now()
     wait_for(lambda: not stage.in_alarm(), settings.calm_timeout)
     observation = FaultObservation(fault=fault, started_at=started, injected_at=None, not_ok_before=tuple(stage.in_alarm()),
-                                   disabled=tuple(settings.disabled))
+                                   disabled=tuple(settings.disabled), silent=tuple(sorted(stage.silent)))
     drain_notifications(stage.sandbox.client, stage.state_inbox)
     drain_notifications(stage.sandbox.client, stage.page_inbox)
     actions = [Action("all alarms OK" if not observation.not_ok_before else "alarms not OK", started)]
@@ -185,7 +197,9 @@ def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Pro
     for attempt in range(1, settings.remedy_attempts + 1):
         if wait_for(lambda: not stage.in_alarm(), settings.ok_timeout / settings.remedy_attempts) and _stays_ok(stage, observation):
             observation.ok_at = clock.now()
-            actions.append(Action("every alarm OK", observation.ok_at))
+            observation.burning_after = tuple(stage.burning())
+            burning = f" (budget spent: {', '.join(observation.burning_after)} still burning)" if observation.burning_after else ""
+            actions.append(Action(f"every alarm OK{burning}", observation.ok_at))
             break
         still = ", ".join(stage.in_alarm())
         if observation.remedy_verdict in ("reconciler", "manual") or attempt == settings.remedy_attempts:
@@ -216,7 +230,8 @@ def _let_it_act(stage: Stage, observation: FaultObservation, actions: list[Actio
     expected = set(fault.expected_alarms)
 
     def fired() -> bool:
-        return any(c.new == "ALARM" and (c.alarm in expected or not expected) for c in transitions(stage.sandbox, clock, injected))
+        return any(c.new == "ALARM" and (c.alarm in expected or not (expected or c.alarm in stage.silent))
+                   for c in transitions(stage.sandbox, clock, injected))
 
     if fault.absorbed:
         seconds = max(fault.for_seconds or 0.0, stage.settings.absorb_virtual_seconds) * stage.settings.time_scale
@@ -355,7 +370,7 @@ def _states_at_rest(stage: Stage) -> dict[str, str]:
     each saw a slot in transit) has the calm wait to see it; one still in ALARM after it breaks
     the invariant."""
     wait_for(lambda: not stage.in_alarm(), stage.settings.calm_timeout)
-    return stage.states()
+    return stage.notifying_states()
 
 
 def _wait_for_rest(stage: Stage, keys: Sequence[str]) -> AtRest:

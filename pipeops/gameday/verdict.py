@@ -66,7 +66,11 @@ def _absorbed_problems(observation: FaultObservation) -> list[str]:
     """A fault the pipeline absorbs by construction: any alarm it makes fire is a false alarm."""
     if observation.injected_at is None:
         return []
-    fired = sorted({c.alarm for c in observation.changes if c.new == "ALARM" and c.real_at >= observation.injected_at})
+    # A burn window alone notifies no one; a long one may cross its threshold on an earlier fault's
+    # bad files as the window's file count passes its guard. Its pair's composite is judged.
+    silent = set(observation.silent)
+    fired = sorted({c.alarm for c in observation.changes
+                    if c.new == "ALARM" and c.real_at >= observation.injected_at and c.alarm not in silent})
     return [f"absorbed by design, yet {', '.join(fired)} went to ALARM"] if fired else []
 
 

@@ -100,6 +100,21 @@ def test_a_fault_the_pipeline_absorbs_passes_only_if_no_alarm_fires() -> None:
     assert noisy.problems == ("absorbed by design, yet CounterBelowRunning went to ALARM",)
 
 
+def test_a_burn_window_alone_is_no_false_alarm_but_its_pairs_composite_is() -> None:
+    """An earlier fault's failed files stay in a long window; as the window's file count passes its
+    guard the window may cross its threshold during an absorbed fault. It notifies no one."""
+    from alarms.slo_alarms import window_alarm_ids
+
+    absorbed = FaultSpec("s3-events-duplicated", "every S3 event twice", (), None)
+    window = "FilesOnTimeSteadyBurn1d"
+    assert window in window_alarm_ids() and "FilesOnTimeSteadyBurn" not in window_alarm_ids()
+    crossing = (AlarmChange(window, "OK", "ALARM", 12.0, 2400.0),)
+    assert judge(observed(fault=absorbed, changes=crossing, notified=(), silent=tuple(window_alarm_ids())), 0.005).passed
+    paired = (*crossing, AlarmChange("FilesOnTimeSteadyBurn", "OK", "ALARM", 12.5, 2500.0))
+    noisy = judge(observed(fault=absorbed, changes=paired, notified=(), silent=tuple(window_alarm_ids())), 0.005)
+    assert noisy.problems == ("absorbed by design, yet FilesOnTimeSteadyBurn went to ALARM",)
+
+
 def test_a_faults_timeline_as_text_says_what_happened_and_when() -> None:
     """What a failed short game day prints: every action, audit record and alarm change (with the
     datapoints its reason names), in time order, from the all-OK check; then the metric's points."""
