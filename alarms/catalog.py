@@ -395,8 +395,9 @@ def counter_alarms() -> list[AlarmSpec]:
     return [
         AlarmSpec(
             logical_id="CounterDriftAlarm",
-            summary="active_count has stayed above the executions holding slots for 3 reconciler runs: slots are "
-            "leaking faster than they are repaired, or the reconciler reports without repairing.",
+            summary="active_count has stayed above the executions holding slots, beyond the slots in transit, for 3 "
+            "reconciler runs: slots are leaking faster than they are repaired, or the reconciler reports without "
+            "repairing.",
             runbook=Runbook.COUNTER_DRIFT,
             first_step="`pipeops reconcile` (dry run) shows which holder leaked and why; then "
             "`pipeops reconcile --apply`",
@@ -410,7 +411,9 @@ def counter_alarms() -> list[AlarmSpec]:
             comparison=_GE,
             fires_on=(0, 1, 2, 1),
             quiet_on=(1, 2, 0, 1),
-            rationale="the minimum over each run: a slot that was just released by the tracker is no drift",
+            rationale="the minimum over each run, and only the slots the reconciler would repair: a slot in transit "
+            "(taken and not started yet, or ended and not released yet, within the reconciler's grace) is no drift, "
+            "and at full throughput almost every run sees one",
             critical=True,
         ),
         AlarmSpec(

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from pipeline.config import ReconcileSettings
-from pipeline.status import JobStatus
+from pipeline.status import ExecutionStatus, JobStatus
 from pipeline.stores.executions import ExecutionOutcome, RunningExecution
 
 
@@ -90,9 +90,46 @@ class Observation:
 
     @property
     def drift(self) -> int:
-        """CounterDrift: the count minus the router-started executions running now."""
-        held = {h.name for h in self.holders}
-        return self.active_count - sum(1 for e in self.running if e.name in held)
+        """CounterDrift: the count minus the router-started executions running now, less the slots
+        in transit (`in_transit`): a healthy pipeline at full throughput always has some."""
+        listed = {execution.name for execution in self.running}
+        held_running = sum(1 for holder in self.holders if holder.name in listed)
+        in_transit = sum(1 for holder in self.holders if holder.name not in listed and self.in_transit(holder))
+        return counter_drift(self.active_count, held_running, in_transit)
+
+    def in_transit(self, holder: Holder, grace: float | None = None) -> bool:
+        """A holder not listed RUNNING that the reconciler leaves to its router or tracker this pass:
+        its execution was described RUNNING (started after the listing), ended within the grace
+        (its status event is on the way to the tracker), or does not exist yet and the holder is
+        within the grace (a router between admission and StartExecution). A holder not described
+        is not in transit: nothing vouches for it."""
+        outcome = self.described.get(holder.name)
+        if outcome is None:
+            return False
+        grace = self.settings.grace_seconds if grace is None else grace
+        if outcome.status is ExecutionStatus.RUNNING:
+            return True
+        if outcome.exists:
+            return ended_within(outcome, self.semaphore_read_at, grace)
+        return age_seconds(self.semaphore_read_at, holder.since) <= grace
+
+
+def counter_drift(active_count: int, held_running: int, in_transit: int) -> int:
+    """The count above the holders' running executions, less the slots in transit; a count below
+    them is reported as is (no race makes it: CounterBelowRunning). With no holder in transit
+    (a count at the max with no holder at all) every slot above the running ones is drift."""
+    low = active_count - held_running
+    return low if low <= 0 else max(0, low - in_transit)
+
+
+def ended_within(outcome: ExecutionOutcome, now: datetime, grace: float) -> bool:
+    """The tracker is the first to act on an ended execution; the reconciler is its backstop and
+    does not race it: an execution that ended within the grace is left to its status event."""
+    return outcome.stopped_at is not None and age_seconds(now, outcome.stopped_at) <= grace
+
+
+def age_seconds(now: datetime, since: datetime) -> float:
+    return (now - since).total_seconds()
 
 
 class FindingKind(StrEnum):

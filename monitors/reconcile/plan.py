@@ -50,6 +50,8 @@ from monitors.reconcile.model import (
     Holder,
     Observation,
     Plan,
+    age_seconds,
+    ended_within,
 )
 from pipeline.config import ReconcileSettings
 from pipeline.repairs import MAX_CAUSE_CHARS, failure_fields
@@ -68,7 +70,7 @@ def plan(observation: Observation) -> Plan:
     now = observation.semaphore_read_at
     parts = (
         count_mismatch(observation),
-        holder_releases(observation, now),
+        holder_releases(observation),
         orphan_executions(observation),
         active_run_repairs(observation, now),
     )
@@ -96,7 +98,7 @@ def count_mismatch(observation: Observation) -> Plan:
     return Plan((finding,), (action,))
 
 
-def holder_releases(observation: Observation, now: datetime) -> Plan:
+def holder_releases(observation: Observation) -> Plan:
     """Leaked slots and slots without an execution: released, unless the absence guard refuses the
     releases that rest on absence alone; each release is followed by its run's repair."""
     running = {execution.name for execution in observation.running}
@@ -106,7 +108,7 @@ def holder_releases(observation: Observation, now: datetime) -> Plan:
     for holder in observation.holders:
         if holder.name in running:
             continue
-        decision = decide_holder(holder, observation, runs.get(holder.name), now=now, grace=observation.settings.grace_seconds)
+        decision = decide_holder(holder, observation, runs.get(holder.name), grace=observation.settings.grace_seconds)
         if decision is not None:
             (evidenced if decision.evidenced else absent).append(decision)
     refusal = absence_refusal(observation, len(absent))
@@ -174,17 +176,17 @@ class Decision:
     evidenced: bool
 
 
-def decide_holder(
-    holder: Holder, observation: Observation, run: ActiveRun | None, *, now: datetime, grace: float
-) -> Decision | None:
+def decide_holder(holder: Holder, observation: Observation, run: ActiveRun | None, *, grace: float) -> Decision | None:
     """Release a holder whose execution ended (past the grace: the tracker acts first), or that has
-    held its slot past the grace with no execution of its name; None while it may still be fine."""
+    held its slot past the grace with no execution of its name; None while it may still be fine.
+    Ages count up to the semaphore read (see `plan`)."""
     outcome = observation.described.get(holder.name)
-    if outcome is None or outcome.status is ExecutionStatus.RUNNING:
-        return None  # not described, or it started after the listing: nothing is wrong
+    if outcome is None or observation.in_transit(holder, grace):
+        # Not described; or in transit: it started after the listing, it just ended (its status
+        # event is on the way, and the tracker releases first), or a router may be between
+        # admission and StartExecution.
+        return None
     if outcome.exists:
-        if not _ended_before_grace(outcome, now, grace):
-            return None  # just ended: its status event is on the way, and the tracker releases first
         status = outcome.status.value if outcome.status else "?"
         failed = run is not None and outcome.status is not None and outcome.status.is_failure
         return Decision(
@@ -193,8 +195,6 @@ def decide_holder(
             _mark_from_outcome(run, outcome) if failed and run is not None else None,
             evidenced=True,
         )
-    if _age(now, holder.since) <= grace:
-        return None  # a router may be between admission and StartExecution
     follow_up: Action | None = None
     if run is not None and run.status is JobStatus.IN_PROGRESS:
         follow_up = _reannounce(run, "its router died before starting it")
@@ -204,7 +204,7 @@ def decide_holder(
         Finding(
             FindingKind.SLOT_WITHOUT_EXECUTION,
             holder.name,
-            f"held {int(_age(now, holder.since))} s and no execution of its name exists",
+            f"held {int(age_seconds(observation.semaphore_read_at, holder.since))} s and no execution of its name exists",
         ),
         _release(holder, "no execution of its name exists"),
         follow_up,
@@ -258,7 +258,7 @@ def listing_missed(observation: Observation) -> list[str]:
         if outcome.status is ExecutionStatus.RUNNING
         and name not in listed
         and outcome.started_at is not None
-        and _age(now, outcome.started_at) > observation.settings.grace_seconds
+        and age_seconds(now, outcome.started_at) > observation.settings.grace_seconds
     )
 
 
@@ -284,7 +284,7 @@ def override_plan(observation: Observation, names: Sequence[str]) -> Plan:
         if name in running or (outcome is not None and outcome.status is ExecutionStatus.RUNNING):
             findings.append(Finding(FindingKind.OVERRIDE_REFUSED, name, "its execution is running: releasing it would break the cap"))
             continue
-        decision = decide_holder(holder, observation, runs.get(name), now=observation.semaphore_read_at, grace=-1.0)
+        decision = decide_holder(holder, observation, runs.get(name), grace=-1.0)
         if decision is None:
             findings.append(Finding(FindingKind.OVERRIDE_REFUSED, name, "its execution was not described"))
             continue
@@ -297,7 +297,7 @@ def override_plan(observation: Observation, names: Sequence[str]) -> Plan:
 
 def overdue(run: ActiveRun, now: datetime, grace: float) -> bool:
     """No message for the run can still be on its way to a router, nor a router be inside one."""
-    return _age(now, run.announced_until) > grace
+    return age_seconds(now, run.announced_until) > grace
 
 
 def _unannounced_action(run: ActiveRun, observation: Observation, now: datetime) -> Action | None:
@@ -325,7 +325,7 @@ def _stuck_run(run: ActiveRun, observation: Observation, now: datetime) -> Actio
     outcome = observation.described.get(run.execution_name)
     if outcome is None or outcome.status is ExecutionStatus.RUNNING:
         return None
-    if outcome.exists and not _ended_before_grace(outcome, now, observation.settings.grace_seconds):
+    if outcome.exists and ended_within(outcome, now, observation.settings.grace_seconds):
         return None
     return _stuck_run_action(run, outcome, now, observation.settings)
 
@@ -380,13 +380,3 @@ def _reannounce(run: ActiveRun, reason: str) -> Action:
 
 def _run_target(run: ActiveRun) -> str:
     return run.target
-
-
-def _ended_before_grace(outcome: ExecutionOutcome, now: datetime, grace: float) -> bool:
-    """The tracker is the first to act on an ended execution; the reconciler is its backstop and
-    does not race it: an execution that ended within the grace is left to its status event."""
-    return outcome.stopped_at is None or _age(now, outcome.stopped_at) > grace
-
-
-def _age(now: datetime, since: datetime) -> float:
-    return (now - since).total_seconds()

@@ -105,7 +105,9 @@ def _reconciler_specs() -> tuple[MetricSpec, ...]:
         gauge(Metric.WORKFLOWS_RUNNING, "Executions of the state machine RUNNING when the reconciler listed them."),
         gauge(
             Metric.COUNTER_DRIFT,
-            "active_count minus the router-started executions running: positive = slots held by nothing.",
+            "active_count minus the router-started executions running, less the slots in transit (taken and not "
+            "started yet, or ended and not released yet, within the reconciler's grace): positive = slots the "
+            "reconciler would repair; negative = a count below what runs.",
         ),
         repairs(
             Metric.LEAKED_SLOTS_RELEASED,
