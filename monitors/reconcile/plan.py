@@ -31,6 +31,10 @@ The rules, in the order their actions are applied:
   claims names it is a candidate that lost the claim race -> deleted.
 At most `max_repairs` actions a run; the rest wait for the next run (repairs_capped).
 
+CounterDrift (`Observation.drift`) counts what these rules repair (a count above its holders, the
+leaked slots and slots without an execution), never a holder they leave alone this pass
+(`Observation.in_transit`, the one rule `decide_holder` applies too).
+
 `override_plan` is the operator's `--release NAME`: named holders released whatever the share,
 never one whose execution runs.
 """
