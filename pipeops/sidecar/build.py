@@ -103,6 +103,11 @@ def _function_alarms(function: WatchedFunction) -> list[AlarmSpec]:
     return [spec for spec in specs if function.timeout_seconds or not spec.logical_id.endswith("DurationAlarm")]
 
 
+def _listed(function: WatchedFunction) -> str:
+    """A watched function as the WatchedFunctions output lists it: `name` or `name:timeout`."""
+    return function.ref.name + (f":{function.timeout_seconds}" if function.timeout_seconds else "")
+
+
 def _parameters() -> dict[str, Any]:
     declared = load_template()["Parameters"]
     parameters = {name: copy.deepcopy(declared[name]) for name in SHARED_PARAMETERS}
@@ -245,6 +250,8 @@ def build_template(config: SidecarConfig, *, code_uri: str = ".") -> dict[str, A
             # what it watches the CLI reads from the reconciler's environment (one source).
             SIDECAR_MARKER: {"Value": config.name},
             "WatchedDeadLetterQueues": {"Value": ",".join(queue.name for queue in config.dead_letter_queues) or "-"},
+            # With the reconciler's environment, what rebuilds the alarms' specs (`pipeops.sidecar.live.alarm_specs`).
+            "WatchedFunctions": {"Value": ",".join(_listed(function) for function in config.functions) or "-"},
         },
     }
     resources |= dashboard_resources(config, specs, template)

@@ -9,13 +9,15 @@ the previous observation the schedule kept, a dry run by default that writes not
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from alarms.catalog import AlarmSpec
 from monitors.reconcile import sidecar as reconciler
 from pipeline.stores.audit import AuditHistory, AuditStore
+from pipeops.sidecar.config import SidecarConfig, parse
 from runbooks.catalog import Runbook
 from stack.resources import SidecarStack
 
@@ -23,10 +25,47 @@ Client = Callable[[str], Any]
 HISTORY_LIMIT = 50
 
 
+def _environment(sidecar: SidecarStack, client: Client) -> dict[str, str]:
+    config = client("lambda").get_function_configuration(FunctionName=sidecar.ReconcilerFunctionName)
+    return dict((config.get("Environment") or {}).get("Variables", {}))
+
+
 def target(sidecar: SidecarStack, client: Client) -> reconciler.SidecarTarget:
     """What the sidecar's reconciler watches, from its environment."""
-    config = client("lambda").get_function_configuration(FunctionName=sidecar.ReconcilerFunctionName)
-    return reconciler.SidecarTarget.from_env((config.get("Environment") or {}).get("Variables", {}))
+    return reconciler.SidecarTarget.from_env(_environment(sidecar, client))
+
+
+def described(sidecar: SidecarStack, env: Mapping[str, str]) -> SidecarConfig:
+    """Pure: the description the stack was built from, as far as its alarms need it, from its
+    outputs and its reconciler's environment (read back through the description's own parser)."""
+    fixed = env.get("MAX_CONCURRENT", "")
+    maximum: Any = int(fixed) if fixed else {"function": env.get("MAX_FUNCTION", ""), "variable": env.get("MAX_VARIABLE", "")}
+    functions: list[Any] = [
+        {"name": name, "timeout": int(timeout)} if timeout else name
+        for name, _, timeout in (listed.partition(":") for listed in sidecar.watched_functions)
+    ]
+    return parse(
+        {
+            "pipeline": {"name": sidecar.pipeline},
+            "queue": {"main": env.get("MAIN_QUEUE_NAME", ""), "dead_letter": list(sidecar.dead_letter_queues)},
+            "counter": {
+                "table": env.get("COUNTER_TABLE", ""),
+                "key_name": env.get("COUNTER_KEY_NAME", ""),
+                "key_value": env.get("COUNTER_KEY_VALUE", ""),
+                "count_attribute": env.get("COUNTER_ATTRIBUTE", ""),
+                "max": maximum,
+            },
+            "workflow": {"state_machines": [arn for arn in env.get("STATE_MACHINE_ARNS", "").split(",") if arn]},
+            "alarms": {"functions": functions},
+        }
+    )
+
+
+def alarm_specs(sidecar: SidecarStack, client: Client) -> list[AlarmSpec]:
+    """The sidecar's alarms as `pipeops sidecar build` made them (their runbooks, for `pipeops alarms`)."""
+    from pipeops.sidecar.build import alarm_specs as built
+
+    return built(described(sidecar, _environment(sidecar, client)))
 
 
 def _actor(client: Client) -> str:
@@ -111,7 +150,7 @@ def status(sidecar: SidecarStack, client: Client, now: datetime | None = None) -
     depths = _dead_letter_depths(sidecar, client)
     firing = [
         {"name": view.name.removeprefix(f"{sidecar.stack_name}-"), "alarm": view.name, "reason": view.reason, "runbook": view.runbook}
-        for view in list_alarms(client("cloudwatch"), sidecar.stack_name)
+        for view in list_alarms(client("cloudwatch"), sidecar.stack_name, alarm_specs(sidecar, client))
         if view.state == "ALARM"
     ]
     observed = result.get("observed") or {}

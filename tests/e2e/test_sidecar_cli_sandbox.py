@@ -52,11 +52,16 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     rows = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(listed.output, "alarms")}
     assert rows["SlotsFullIdle"]["runbook"] == "slots-full-idle"
     assert {"CounterDrift", "ReconcilerSilent", "CounterPipelineDocsDlqNotEmpty", "CounterPipelineProcessorErrors"} <= set(rows), sorted(rows)
+    # Each alarm names its runbook, from the sidecar's own build (the composite names none).
+    assert rows["CounterPipelineDocsDlqNotEmpty"]["runbook"] == "dlq-messages"
+    assert rows["CounterPipelineProcessorErrors"]["runbook"] == "function-errors"
+    assert [name for name, row in rows.items() if not row["runbook"]] == ["PipelineUnhealthy"]
     checked = cli("alarms", "check", "--json")
     # The evaluator replays the sidecar's metric alarms (its verdicts on a time-scaled sandbox are its own business).
     replayed = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(checked.output, "alarm_checks")}
     assert checked.exit_code in (0, 1) and replayed["SlotsFullIdle"]["state"] == "ALARM"
     assert replayed["SlotsFullIdle"]["runbook"] == "slots-full-idle" and replayed["SlotsFullIdle"]["datapoints"]
+    assert all(row["runbook"] for row in replayed.values()), replayed
 
     drawn = cli("dashboard", "render", "--out", str(tmp_path / "sidecar.html"), "--json")
     assert drawn.exit_code == 0, drawn.output
