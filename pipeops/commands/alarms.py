@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from stack.resources import Connection, SidecarStack, StackResources
 
 if TYPE_CHECKING:
     from alarms.catalog import AlarmSpec
+    from alarms.live import SandboxClock
 
 
 def _sidecar_specs(connection: Connection, resources: StackResources | SidecarStack) -> list[AlarmSpec] | None:
@@ -29,6 +31,18 @@ def _sidecar_specs(connection: Connection, resources: StackResources | SidecarSt
     from pipeops.sidecar.live import alarm_specs
 
     return alarm_specs(resources, connection.client)
+
+
+def _in_process_clock() -> SandboxClock | None:
+    """A time-scaled in-process sandbox in this process (no endpoint to ask): its alarm engine's clock."""
+    if "sandbox.sandbox" not in sys.modules:
+        return None  # never imported, so none runs here (and a call to AWS loads no sandbox)
+    from alarms.live import SandboxClock
+    from sandbox.sandbox import in_process_clock
+
+    found = in_process_clock()
+    clock = SandboxClock.from_dict(found) if found else None
+    return clock if clock is not None and clock.time_scale != 1.0 else None
 
 
 def alarms_list(
@@ -67,7 +81,7 @@ def alarms_check(
     from alarms.live import check_alarms, sandbox_clock
 
     connection, resources = connect_any(stack_name, endpoint_url, region, profile)
-    clock, specs = sandbox_clock(connection.endpoint_url), _sidecar_specs(connection, resources)
+    clock, specs = sandbox_clock(connection.endpoint_url) or _in_process_clock(), _sidecar_specs(connection, resources)
     rows = [
         check.to_dict()
         for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC), clock, specs)

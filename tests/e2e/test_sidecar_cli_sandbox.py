@@ -5,6 +5,7 @@ say so in one line and exit 2."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -60,10 +61,14 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     assert rows["CounterPipelineProcessorErrors"]["runbook"] == "function-errors"
     assert [name for name, row in rows.items() if not row["runbook"]] == ["PipelineUnhealthy"]
     checked = cli("alarms", "check", "--json")
-    # The evaluator replays the sidecar's metric alarms (its verdicts on a time-scaled sandbox are its own business).
+    # The evaluator replays the sidecar's metric alarms on the in-process sandbox's virtual clock (far
+    # ahead of the wall clock: its periods are virtual minutes); its verdicts are approximate there, as
+    # the samples it places in virtual time are whole real seconds apart, 50 virtual seconds.
     replayed = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(checked.output, "alarm_checks")}
     assert checked.exit_code in (0, 1) and replayed["SlotsFullIdle"]["state"] == "ALARM"
     assert replayed["SlotsFullIdle"]["runbook"] == "slots-full-idle" and replayed["SlotsFullIdle"]["datapoints"]
+    newest = max(datetime.fromisoformat(point["period_start"]) for point in replayed["SlotsFullIdle"]["datapoints"])
+    assert newest > datetime.now(UTC) + timedelta(minutes=2), replayed["SlotsFullIdle"]  # judged in virtual time
     assert all(row["runbook"] for row in replayed.values()), replayed
 
     drawn = cli("dashboard", "render", "--out", str(tmp_path / "sidecar.html"), "--json")
