@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from alarms.catalog import AlarmSpec
@@ -144,15 +144,15 @@ def content(runbook: Runbook, function: str = Function.RUNBOOK.value) -> dict[st
     }
 
 
-def _roles(function: str = Function.RUNBOOK.value) -> dict[str, Any]:
+def _roles(functions: Sequence[str] = (Function.RUNBOOK.value,)) -> dict[str, Any]:
+    """The role the documents run as: it may invoke the functions that run them, nothing else."""
+    arns = [{"Fn::GetAtt": [function, "Arn"]} for function in functions]
     return {
         AUTOMATION_ROLE: {
             "Type": "AWS::IAM::Role",
             "Properties": {
                 "AssumeRolePolicyDocument": _assumed_by("ssm.amazonaws.com"),
-                "Policies": [
-                    _policy("invoke-runbook-function", ["lambda:InvokeFunction"], {"Fn::GetAtt": [function, "Arn"]})
-                ],
+                "Policies": [_policy("invoke-runbook-function", ["lambda:InvokeFunction"], arns[0] if len(arns) == 1 else arns)],
             },
         }
     }
@@ -231,10 +231,15 @@ def _auto_remediation(specs: Sequence[AlarmSpec], runbooks: Sequence[Runbook] = 
 
 
 def resources(
-    specs: Sequence[AlarmSpec], *, runbooks: Sequence[Runbook] = ACTING_RUNBOOKS, function: str = Function.RUNBOOK.value
+    specs: Sequence[AlarmSpec],
+    *,
+    runbooks: Sequence[Runbook] = ACTING_RUNBOOKS,
+    function: str = Function.RUNBOOK.value,
+    run_by: Mapping[Runbook, str] | None = None,
 ) -> dict[str, Any]:
-    """Every acting runbook's document (or those of `runbooks`, run by `function`: a sidecar's), the
-    role they run as, and the optional alarm rules."""
+    """Every acting runbook's document (or those of `runbooks`, run by `function`, or by the function
+    `run_by` names for a runbook: a sidecar's), the role they run as, and the optional alarm rules."""
+    runner = {runbook: (run_by or {}).get(runbook, function) for runbook in runbooks}
     documents = {
         document_id(runbook): {
             "Type": "AWS::SSM::Document",
@@ -244,9 +249,9 @@ def resources(
                 "UpdateMethod": "NewVersion",
                 "DocumentType": "Automation",
                 "DocumentFormat": "JSON",
-                "Content": content(runbook, function),
+                "Content": content(runbook, runner[runbook]),
             },
         }
         for runbook in runbooks
     }
-    return documents | _roles(function) | _auto_remediation(specs, runbooks)
+    return documents | _roles(list(dict.fromkeys(runner.values())) or [function]) | _auto_remediation(specs, runbooks)

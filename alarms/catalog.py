@@ -218,6 +218,44 @@ def resource_metric(kind: ResourceKind, name: str, logical_id: str, dimension: A
     return WatchedMetric(spec.namespace, name, ((spec.dimension, value),), logical_id, aws=spec)
 
 
+# -- wording -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wording:
+    """What the alarms call the parts of the pipeline they watch, and where they send a person first:
+    the reference pipeline's by default. A sidecar (`pipeops sidecar build`) words the same alarms
+    for a pipeline we did not build: one alarm, its words a parameter, never a second copy."""
+
+    count: str = "active_count"  # the count attribute
+    holders: str = "the executions holding slots"  # what the count should equal
+    beyond_transit: str = ", beyond the slots in transit,"  # holders mode only: a slot taken or ended a moment ago
+    started: str = "router-started execution"  # whose absence makes a full counter idle
+    max_setting: str = "MaxConcurrentWorkflows"  # where the max is set
+    drift_step: str = "`pipeops reconcile` (dry run) shows which holder leaked and why; then `pipeops reconcile --apply`"
+    below_step: str = (
+        "`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the count to the holders"
+    )
+    backlog: str = "A run has waited QUEUED past the stall window (BacklogStallSeconds) while no run moved."
+    backlog_step: str = "`pipeops status` shows the oldest QUEUED run and the slots; `pipeops reconcile` says why nothing starts"
+    implausible: str = (
+        "The reconciler held back releasing slots on absence (no execution of their names found, more than "
+        "half the max at once, or a listing that missed running executions): suspect its view (the state "
+        "machine ARN, its permissions) before the pipeline. Slots of ended executions were still released."
+    )
+    implausible_step: str = "`pipeops reconcile` names the holders; once checked, `pipeops reconcile --apply --release NAME`"
+    execution_failed: str = "A workflow execution failed: its run is FAILED and its files were not all redacted."
+    failure_names: str = "the state, error, cause and file key"  # what `pipeops failures` shows of one
+    timed_out_shows: str = "shows there with its file key"
+    errors_step: str = (
+        "read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
+        "`pipeops failures` names the file for a task function"
+    )
+
+
+REFERENCE = Wording()
+
+
 # -- facades, one per resource kind ------------------------------------------------------------
 
 _GE, _LT = Comparison.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, Comparison.LESS_THAN_THRESHOLD
@@ -242,7 +280,7 @@ def dead_letter_queue_alarms(
     ]
 
 
-def function_alarms(logical_id: str, timeout_seconds: int, *, dimension: Any = None) -> list[AlarmSpec]:
+def function_alarms(logical_id: str, timeout_seconds: int, *, dimension: Any = None, wording: Wording = REFERENCE) -> list[AlarmSpec]:
     short = logical_id.removesuffix("Function")
     near_timeout = round(0.8 * timeout_seconds * 1000)
     return [
@@ -250,8 +288,7 @@ def function_alarms(logical_id: str, timeout_seconds: int, *, dimension: Any = N
             logical_id=f"{short}ErrorsAlarm",
             summary=f"{logical_id} raised or timed out in 3 of the last 5 minutes.",
             runbook=Runbook.FUNCTION_ERRORS,
-            first_step="read its ERROR lines (Logs Insights on its log group, or the run drill-down dashboard); "
-            "`pipeops failures` names the file for a task function",
+            first_step=wording.errors_step,
             watched=resource_metric(ResourceKind.FUNCTION, "Errors", logical_id, dimension),
             evaluation_periods=5,
             datapoints_to_alarm=3,
@@ -263,7 +300,7 @@ def function_alarms(logical_id: str, timeout_seconds: int, *, dimension: Any = N
             logical_id=f"{short}ThrottlesAlarm",
             summary=f"{logical_id} was throttled in 5 consecutive minutes (account or reserved concurrency).",
             runbook=Runbook.FUNCTION_THROTTLES,
-            first_step="compare ConcurrentExecutions with the account limit; check MaxConcurrentWorkflows",
+            first_step=f"compare ConcurrentExecutions with the account limit; check {wording.max_setting}",
             watched=resource_metric(ResourceKind.FUNCTION, "Throttles", logical_id, dimension),
             evaluation_periods=5,
             datapoints_to_alarm=5,
@@ -288,7 +325,9 @@ def function_alarms(logical_id: str, timeout_seconds: int, *, dimension: Any = N
     ]
 
 
-def state_machine_alarms(logical_id: str, *, dimension: Any = None, id_prefix: str = "") -> list[AlarmSpec]:
+def state_machine_alarms(
+    logical_id: str, *, dimension: Any = None, id_prefix: str = "", wording: Wording = REFERENCE
+) -> list[AlarmSpec]:
     """`id_prefix` tells apart the alarms of several state machines in one stack (a sidecar's)."""
 
     def any_of(metric: str, suffix: str, summary: str, runbook: Runbook, first_step: str, *, critical: bool) -> AlarmSpec:
@@ -308,9 +347,9 @@ def state_machine_alarms(logical_id: str, *, dimension: Any = None, id_prefix: s
         any_of(
             "ExecutionsFailed",
             "Failed",
-            "A workflow execution failed: its run is FAILED and its files were not all redacted.",
+            wording.execution_failed,
             Runbook.EXECUTIONS_FAILED,
-            "`pipeops failures --since 1h` names the state, error, cause and file key",
+            f"`pipeops failures --since 1h` names {wording.failure_names}",
             critical=True,
         ),
         any_of(
@@ -318,7 +357,7 @@ def state_machine_alarms(logical_id: str, *, dimension: Any = None, id_prefix: s
             "TimedOut",
             "A workflow execution ran past the state machine's TimeoutSeconds.",
             Runbook.EXECUTIONS_FAILED,
-            "`pipeops failures --since 1h`; a task that always times out shows there with its file key",
+            f"`pipeops failures --since 1h`; a task that always times out {wording.timed_out_shows}",
             critical=True,
         ),
         any_of(
@@ -326,7 +365,7 @@ def state_machine_alarms(logical_id: str, *, dimension: Any = None, id_prefix: s
             "Throttled",
             "Step Functions throttled StartExecution or state transitions.",
             Runbook.EXECUTION_THROTTLED,
-            "lower MaxConcurrentWorkflows or ask for a higher Step Functions quota",
+            f"lower {wording.max_setting} or ask for a higher Step Functions quota",
             critical=False,
         ),
     ]
@@ -390,17 +429,15 @@ def _reconciler_metric(metric: Metric) -> WatchedMetric:
     return pipeline_metric(metric, Function.RECONCILER)
 
 
-def counter_alarms() -> list[AlarmSpec]:
+def counter_alarms(wording: Wording = REFERENCE) -> list[AlarmSpec]:
     """The semaphore's count against the executions holding its slots, in both directions."""
     return [
         AlarmSpec(
             logical_id="CounterDriftAlarm",
-            summary="active_count has stayed above the executions holding slots, beyond the slots in transit, for 3 "
-            "reconciler runs: slots are leaking faster than they are repaired, or the reconciler reports without "
-            "repairing.",
+            summary=f"{wording.count} has stayed above {wording.holders}{wording.beyond_transit} for 3 reconciler runs: "
+            "slots are leaking faster than they are repaired, or the reconciler reports without repairing.",
             runbook=Runbook.COUNTER_DRIFT,
-            first_step="`pipeops reconcile` (dry run) shows which holder leaked and why; then "
-            "`pipeops reconcile --apply`",
+            first_step=wording.drift_step,
             watched=_reconciler_metric(Metric.COUNTER_DRIFT),
             statistic="Minimum",
             period=RECONCILE_RUN_SECONDS,
@@ -418,11 +455,10 @@ def counter_alarms() -> list[AlarmSpec]:
         ),
         AlarmSpec(
             logical_id="CounterBelowRunningAlarm",
-            summary="active_count is below the executions holding slots: admission trusts the count, so more than "
-            "MaxConcurrentWorkflows may run until it is set right.",
+            summary=f"{wording.count} is below {wording.holders}: admission trusts the count, so more than "
+            f"{wording.max_setting} may run until it is set right.",
             runbook=Runbook.COUNTER_DRIFT,
-            first_step="`pipeops reconcile` (dry run) names the count_mismatch; `pipeops reconcile --apply` sets the "
-            "count to the holders",
+            first_step=wording.below_step,
             watched=_reconciler_metric(Metric.COUNTER_DRIFT),
             # Minimum: the run that sees the count low repairs it, and a second run in the same
             # period (a late schedule, a retry) reports 0; the low one must still show.
@@ -459,12 +495,12 @@ def _raised_flag(logical_id: str, metric: Metric, summary: str, runbook: Runbook
     )
 
 
-def stall_alarms() -> list[AlarmSpec]:
+def stall_alarms(wording: Wording = REFERENCE) -> list[AlarmSpec]:
     """Nothing moves: every slot taken with nothing running, a run waiting, or a release held back."""
     return [
         AlarmSpec(
             logical_id="SlotsFullIdleAlarm",
-            summary="Every slot is counted taken while no router-started execution runs: the pipeline is stalled "
+            summary=f"Every slot is counted taken while no {wording.started} runs: the pipeline is stalled "
             "at max concurrency with nothing running.",
             runbook=Runbook.SLOTS_FULL_IDLE,
             first_step="`pipeops reconcile --apply` releases the leaked slots (check `pipeops status` first)",
@@ -483,19 +519,17 @@ def stall_alarms() -> list[AlarmSpec]:
         _raised_flag(
             "BacklogStalledAlarm",
             Metric.BACKLOG_STALLED,
-            "A run has waited QUEUED past the stall window (BacklogStallSeconds) while no run moved.",
+            wording.backlog,
             Runbook.BACKLOG_STALLED,
-            "`pipeops status` shows the oldest QUEUED run and the slots; `pipeops reconcile` says why nothing starts",
+            wording.backlog_step,
             rationale="not SQS's ApproximateAgeOfOldestMessage: every capacity wait re-sends the message and resets it",
         ),
         _raised_flag(
             "ImplausibleDriftAlarm",
             Metric.IMPLAUSIBLE_DRIFT,
-            "The reconciler held back releasing slots on absence (no execution of their names found, more than "
-            "half the max at once, or a listing that missed running executions): suspect its view (the state "
-            "machine ARN, its permissions) before the pipeline. Slots of ended executions were still released.",
+            wording.implausible,
             Runbook.IMPLAUSIBLE_DRIFT,
-            "`pipeops reconcile` names the holders; once checked, `pipeops reconcile --apply --release NAME`",
+            wording.implausible_step,
         ),
     ]
 
@@ -530,9 +564,9 @@ def heartbeat_alarm() -> AlarmSpec:
     )
 
 
-def semaphore_alarms() -> list[AlarmSpec]:
+def semaphore_alarms(wording: Wording = REFERENCE) -> list[AlarmSpec]:
     """The pipeline's own failure modes, from the reconciler's metrics (one sample per run)."""
-    return [*counter_alarms(), *stall_alarms(), heartbeat_alarm()]
+    return [*counter_alarms(wording), *stall_alarms(wording), heartbeat_alarm()]
 
 
 def router_alarms() -> list[AlarmSpec]:

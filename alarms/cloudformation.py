@@ -86,7 +86,11 @@ def alarm_resource(spec: AlarmSpec) -> dict[str, Any]:
     }
 
 
-def composite_resource(specs: Sequence[AlarmSpec], pages: Sequence[str] = ()) -> dict[str, Any]:
+# What the composite's children watch, in its description (a sidecar names its own: `covers`).
+COVERS = "DLQs, drift, stall, backlog, reconciler, executions, router failures, file failures, files lost, the on-time objective's fast burns"
+
+
+def composite_resource(specs: Sequence[AlarmSpec], pages: Sequence[str] = (), covers: str = COVERS) -> dict[str, Any]:
     """"Pipeline unhealthy": any critical alarm, or any page pair of the objectives (`pages`, logical
     ids), in ALARM (one page for on-call, the rest context); its return to OK goes to the state
     topic (its first OK, at creation, would page otherwise)."""
@@ -97,8 +101,7 @@ def composite_resource(specs: Sequence[AlarmSpec], pages: Sequence[str] = ()) ->
         "Properties": {
             "AlarmName": alarm_name("PipelineUnhealthy"),
             "AlarmDescription": {
-                "Fn::Sub": "One of the pipeline's critical alarms is in ALARM (DLQs, drift, stall, backlog, reconciler, "
-                "executions, router failures, file failures, files lost, the on-time objective's fast burns). First: `pipeops alarms list` names the alarm in ALARM "
+                "Fn::Sub": f"One of the pipeline's critical alarms is in ALARM ({covers}). First: `pipeops alarms list` names the alarm in ALARM "
                 "and its runbook; this notification's TriggeringChildren name it too. Runbooks: "
                 f"{RUNBOOK_BASE_SUB}/README.md"
             },
@@ -118,7 +121,7 @@ def topic_key() -> dict[str, Any]:
     return {"Fn::If": [TOPIC_KEY_CONDITION, {"Ref": TOPIC_KEY_PARAMETER}, {"Ref": "AWS::NoValue"}]}
 
 
-def resources(specs: Sequence[AlarmSpec], pages: Sequence[str] = ()) -> dict[str, Any]:
+def resources(specs: Sequence[AlarmSpec], pages: Sequence[str] = (), covers: str = COVERS) -> dict[str, Any]:
     """The topics (the page with the optional e-mail subscription), every alarm, the composite
     (which also pages on the composites `pages` names: the objectives' page pairs)."""
     out: dict[str, Any] = {
@@ -148,5 +151,5 @@ def resources(specs: Sequence[AlarmSpec], pages: Sequence[str] = ()) -> dict[str
         },
     }
     out |= {spec.logical_id: alarm_resource(spec) for spec in specs}
-    out[COMPOSITE] = composite_resource(specs, pages)
+    out[COMPOSITE] = composite_resource(specs, pages, covers)
     return out

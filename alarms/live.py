@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -114,12 +114,14 @@ def _specs_by_suffix() -> dict[str, AlarmSpec]:
     return {spec.name_suffix: spec for spec in build_catalog(load_template())}
 
 
-def spec_of(alarm_name: str, stack_name: str) -> AlarmSpec | None:
+def spec_of(alarm_name: str, stack_name: str, specs: Sequence[AlarmSpec] | None = None) -> AlarmSpec | None:
     """The catalog's spec of the stack's alarm `<stack>-<suffix>` (None: an alarm it does not
-    define, such as the composite). Its runbook and first step are read here, never parsed back
-    out of the alarm's description."""
+    define, such as the composite): template.yaml's, or those of `specs` (a sidecar's, built from its
+    description). Its runbook and first step are read here, never parsed back out of the alarm's
+    description."""
     prefix = f"{stack_name}-"
-    return _specs_by_suffix().get(alarm_name[len(prefix) :]) if alarm_name.startswith(prefix) else None
+    by_suffix = _specs_by_suffix() if specs is None else {spec.name_suffix: spec for spec in specs}
+    return by_suffix.get(alarm_name[len(prefix) :]) if alarm_name.startswith(prefix) else None
 
 
 @cache
@@ -134,10 +136,12 @@ def _burn_runbooks() -> dict[str, str]:
     }
 
 
-def runbook_of(alarm_name: str, stack_name: str) -> str:
-    spec = spec_of(alarm_name, stack_name)
+def runbook_of(alarm_name: str, stack_name: str, specs: Sequence[AlarmSpec] | None = None) -> str:
+    spec = spec_of(alarm_name, stack_name, specs)
     if spec:
         return spec.runbook.value
+    if specs is not None:
+        return ""  # a sidecar has no objectives' burn alarms
     prefix = f"{stack_name}-"
     return _burn_runbooks().get(alarm_name[len(prefix) :], "") if alarm_name.startswith(prefix) else ""
 
@@ -153,14 +157,15 @@ def _alarms(cloudwatch: Any, prefix: str) -> Iterator[tuple[str, dict[str, Any]]
             yield "composite", alarm
 
 
-def list_alarms(cloudwatch: Any, stack_name: str) -> list[AlarmView]:
-    """Every alarm of the stack (named `<stack>-…`), ALARM first, then by name."""
+def list_alarms(cloudwatch: Any, stack_name: str, specs: Sequence[AlarmSpec] | None = None) -> list[AlarmView]:
+    """Every alarm of the stack (named `<stack>-…`), ALARM first, then by name; runbooks from
+    template.yaml's catalog, or from `specs` (a sidecar's)."""
     views = [
         AlarmView(
             name=alarm["AlarmName"],
             state=alarm["StateValue"],
             reason=alarm.get("StateReason", ""),
-            runbook=runbook_of(alarm["AlarmName"], stack_name),
+            runbook=runbook_of(alarm["AlarmName"], stack_name, specs),
             metric="composite" if kind == "composite" else f"{alarm.get('Namespace')}/{alarm.get('MetricName')}",
             updated=str(alarm.get("StateUpdatedTimestamp", "")),
         )
@@ -221,10 +226,11 @@ def _virtual_samples(
 
 
 def check_alarms(
-    cloudwatch: Any, stack_name: str, now: datetime, clock: SandboxClock | None = None
+    cloudwatch: Any, stack_name: str, now: datetime, clock: SandboxClock | None = None, specs: Sequence[AlarmSpec] | None = None
 ) -> list[Check]:
     """The evaluator's verdict for every metric alarm of the stack, from the metrics now (on the
-    sandbox's virtual clock when `clock` is given). Metric math other than FILL is left out."""
+    sandbox's virtual clock when `clock` is given; runbooks as `list_alarms`). Metric math other
+    than FILL is left out."""
     checks: list[Check] = []
     for kind, alarm in _alarms(cloudwatch, f"{stack_name}-"):
         if kind == "composite":
@@ -250,7 +256,7 @@ def check_alarms(
                 state=alarm["StateValue"],
                 verdict=verdict.state.value,
                 reason=verdict.reason,
-                runbook=runbook_of(alarm["AlarmName"], stack_name),
+                runbook=runbook_of(alarm["AlarmName"], stack_name, specs),
                 datapoints=[
                     {"period_start": p.timestamp.isoformat(), "value": p.value, "breaching": p.breaching}
                     for p in verdict.datapoints

@@ -74,6 +74,17 @@ _NOISY_LOGGERS = ("moto.stepfunctions.parser", "werkzeug", "moto")
 WAIT_PARAMETERS = ("FolderSettleSeconds", "CapacityRetrySeconds", "BacklogStallSeconds")
 
 
+# The in-process sandboxes running in this process: they have no endpoint to ask for their clock,
+# so `pipeops alarms check` run in the same process (the tests, a demo) asks here.
+_IN_PROCESS: list[Sandbox] = []
+
+
+def in_process_clock() -> dict[str, Any] | None:
+    """The alarm engine's clock of the in-process sandbox running here (the latest started), if any."""
+    running = [sandbox for sandbox in _IN_PROCESS if sandbox.alarms is not None]
+    return running[-1]._clock() if running else None
+
+
 def scaled_parameters(parameters: Mapping[str, str], time_scale: TimeScale) -> dict[str, str]:
     """Stack parameters with the template's default waits scaled; explicit values win."""
     declared = load_template()["Parameters"]
@@ -188,6 +199,8 @@ class Sandbox:
             self.stop()
             raise
         self._gate.open()
+        if not self.serve:
+            _IN_PROCESS.append(self)
         return self
 
     @property
@@ -234,6 +247,8 @@ class Sandbox:
 
     def stop(self) -> None:
         """Stop delivering, let running executions end, then take everything down."""
+        if self in _IN_PROCESS:
+            _IN_PROCESS.remove(self)
         if self.alarms is not None:  # first: no evaluation against parts going away
             try:
                 self.alarms.stop()

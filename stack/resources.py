@@ -103,16 +103,20 @@ class SidecarStack:
     ReconcilerFunctionName: str
     SidecarTableName: str
     dead_letter_queues: tuple[str, ...]
+    watched_functions: tuple[str, ...] = ()  # "name" or "name:timeout", as the description named them
 
     @classmethod
     def from_outputs(cls, stack_name: str, outputs: dict[str, str]) -> SidecarStack:
-        queues = outputs.get("WatchedDeadLetterQueues", "-")
+        def listed(output: str) -> tuple[str, ...]:
+            return tuple(item for item in outputs.get(output, "-").split(",") if item and item != "-")
+
         return cls(
             stack_name=stack_name,
             pipeline=outputs[SIDECAR_MARKER],
             ReconcilerFunctionName=outputs.get("ReconcilerFunctionName", ""),
             SidecarTableName=outputs.get("SidecarTableName", ""),
-            dead_letter_queues=tuple(q for q in queues.split(",") if q and q != "-"),
+            dead_letter_queues=listed("WatchedDeadLetterQueues"),
+            watched_functions=listed("WatchedFunctions"),
         )
 
 

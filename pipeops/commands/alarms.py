@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,6 +17,32 @@ from pipeops.commands.common import (
     StackOption,
     connect_any,
 )
+from stack.resources import Connection, SidecarStack, StackResources
+
+if TYPE_CHECKING:
+    from alarms.catalog import AlarmSpec
+    from alarms.live import SandboxClock
+
+
+def _sidecar_specs(connection: Connection, resources: StackResources | SidecarStack) -> list[AlarmSpec] | None:
+    """A sidecar's alarms name their runbooks from its own build (None: the reference catalog's)."""
+    if not isinstance(resources, SidecarStack):
+        return None
+    from pipeops.sidecar.live import alarm_specs
+
+    return alarm_specs(resources, connection.client)
+
+
+def _in_process_clock() -> SandboxClock | None:
+    """A time-scaled in-process sandbox in this process (no endpoint to ask): its alarm engine's clock."""
+    if "sandbox.sandbox" not in sys.modules:
+        return None  # never imported, so none runs here (and a call to AWS loads no sandbox)
+    from alarms.live import SandboxClock
+    from sandbox.sandbox import in_process_clock
+
+    found = in_process_clock()
+    clock = SandboxClock.from_dict(found) if found else None
+    return clock if clock is not None and clock.time_scale != 1.0 else None
 
 
 def alarms_list(
@@ -28,7 +56,8 @@ def alarms_list(
     from alarms.live import list_alarms
 
     connection, resources = connect_any(stack_name, endpoint_url, region, profile)
-    rows = [view.to_dict() for view in list_alarms(connection.client("cloudwatch"), resources.stack_name)]
+    specs = _sidecar_specs(connection, resources)
+    rows = [view.to_dict() for view in list_alarms(connection.client("cloudwatch"), resources.stack_name, specs)]
     if as_json:
         render.emit_json("alarms", rows)
     else:
@@ -52,10 +81,10 @@ def alarms_check(
     from alarms.live import check_alarms, sandbox_clock
 
     connection, resources = connect_any(stack_name, endpoint_url, region, profile)
-    clock = sandbox_clock(connection.endpoint_url)
+    clock, specs = sandbox_clock(connection.endpoint_url) or _in_process_clock(), _sidecar_specs(connection, resources)
     rows = [
         check.to_dict()
-        for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC), clock)
+        for check in check_alarms(connection.client("cloudwatch"), resources.stack_name, datetime.now(UTC), clock, specs)
     ]
     if as_json:
         render.emit_json("alarm_checks", rows)

@@ -9,13 +9,15 @@ the previous observation the schedule kept, a dry run by default that writes not
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from alarms.catalog import AlarmSpec
 from monitors.reconcile import sidecar as reconciler
 from pipeline.stores.audit import AuditHistory, AuditStore
+from pipeops.sidecar.config import SidecarConfig, parse
 from runbooks.catalog import Runbook
 from stack.resources import SidecarStack
 
@@ -23,10 +25,47 @@ Client = Callable[[str], Any]
 HISTORY_LIMIT = 50
 
 
+def _environment(sidecar: SidecarStack, client: Client) -> dict[str, str]:
+    config = client("lambda").get_function_configuration(FunctionName=sidecar.ReconcilerFunctionName)
+    return dict((config.get("Environment") or {}).get("Variables", {}))
+
+
 def target(sidecar: SidecarStack, client: Client) -> reconciler.SidecarTarget:
     """What the sidecar's reconciler watches, from its environment."""
-    config = client("lambda").get_function_configuration(FunctionName=sidecar.ReconcilerFunctionName)
-    return reconciler.SidecarTarget.from_env((config.get("Environment") or {}).get("Variables", {}))
+    return reconciler.SidecarTarget.from_env(_environment(sidecar, client))
+
+
+def described(sidecar: SidecarStack, env: Mapping[str, str]) -> SidecarConfig:
+    """Pure: the description the stack was built from, as far as its alarms need it, from its
+    outputs and its reconciler's environment (read back through the description's own parser)."""
+    fixed = env.get("MAX_CONCURRENT", "")
+    maximum: Any = int(fixed) if fixed else {"function": env.get("MAX_FUNCTION", ""), "variable": env.get("MAX_VARIABLE", "")}
+    functions: list[Any] = [
+        {"name": name, "timeout": int(timeout)} if timeout else name
+        for name, _, timeout in (listed.partition(":") for listed in sidecar.watched_functions)
+    ]
+    return parse(
+        {
+            "pipeline": {"name": sidecar.pipeline},
+            "queue": {"main": env.get("MAIN_QUEUE_NAME", ""), "dead_letter": list(sidecar.dead_letter_queues)},
+            "counter": {
+                "table": env.get("COUNTER_TABLE", ""),
+                "key_name": env.get("COUNTER_KEY_NAME", ""),
+                "key_value": env.get("COUNTER_KEY_VALUE", ""),
+                "count_attribute": env.get("COUNTER_ATTRIBUTE", ""),
+                "max": maximum,
+            },
+            "workflow": {"state_machines": [arn for arn in env.get("STATE_MACHINE_ARNS", "").split(",") if arn]},
+            "alarms": {"functions": functions},
+        }
+    )
+
+
+def alarm_specs(sidecar: SidecarStack, client: Client) -> list[AlarmSpec]:
+    """The sidecar's alarms as `pipeops sidecar build` made them (their runbooks, for `pipeops alarms`)."""
+    from pipeops.sidecar.build import alarm_specs as built
+
+    return built(described(sidecar, _environment(sidecar, client)))
 
 
 def _actor(client: Client) -> str:
@@ -74,12 +113,9 @@ class SidecarFinding:
 
 
 def _dead_letter_depths(sidecar: SidecarStack, client: Client) -> dict[str, int]:
-    sqs, depths = client("sqs"), {}
-    for name in sidecar.dead_letter_queues:
-        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-        depths[name] = int(attributes.get("ApproximateNumberOfMessages", 0))
-    return depths
+    from runbooks.automation.sidecar_redrive import depths
+
+    return depths(client("sqs"), sidecar.dead_letter_queues)
 
 
 def findings(result: dict[str, Any], depths: dict[str, int], firing: list[dict[str, str]]) -> list[SidecarFinding]:
@@ -111,7 +147,7 @@ def status(sidecar: SidecarStack, client: Client, now: datetime | None = None) -
     depths = _dead_letter_depths(sidecar, client)
     firing = [
         {"name": view.name.removeprefix(f"{sidecar.stack_name}-"), "alarm": view.name, "reason": view.reason, "runbook": view.runbook}
-        for view in list_alarms(client("cloudwatch"), sidecar.stack_name)
+        for view in list_alarms(client("cloudwatch"), sidecar.stack_name, alarm_specs(sidecar, client))
         if view.state == "ALARM"
     ]
     observed = result.get("observed") or {}
@@ -134,57 +170,15 @@ class NotOnSidecar(LookupError):
 
 
 def redrive(sidecar: SidecarStack, client: Client, *, apply: bool, now: datetime | None = None) -> dict[str, Any]:
-    """`dlq-messages` against the sidecar: a pipeline we did not build has messages we cannot read,
-    so nothing is diagnosed per message; a dry run counts each DLQ, an apply starts SQS's own move
-    task back to the queue each message came from (audited under the caller, runbook stream).
-    Verdict absent (every DLQ empty), remains (a dry run that found messages), cleared (moves started)."""
-    from pipeline.stores.audit import AuditStream
-    from runbooks.automation.redrive import MOVE_TASK_RATE, queue_arn, unsupported
+    """`dlq-messages` against the sidecar, as its Automation document runs it
+    (`runbooks.automation.sidecar_redrive`): a dry run counts each DLQ, an apply moves them back,
+    audited under the caller's ARN."""
+    from runbooks.automation.sidecar_redrive import SidecarQueues
+    from runbooks.automation.sidecar_redrive import redrive as move_back
 
-    depths = _dead_letter_depths(sidecar, client)
-    evidence: dict[str, str] = {queue: str(depth) for queue, depth in depths.items()}
-    waiting = {queue: depth for queue, depth in depths.items() if depth}
-    if not waiting:
-        return {"id": Runbook.DLQ_MESSAGES.value, "verdict": "absent", "exit_code": 0, "evidence": evidence, "error": "", "moves": {}}
-    if not apply:
-        return {"id": Runbook.DLQ_MESSAGES.value, "verdict": "remains", "exit_code": 1, "evidence": evidence, "error": "", "moves": {}}
-    sqs, actor, moves = client("sqs"), _actor(client), {}
-    audit = AuditStore(sidecar.SidecarTableName, client("dynamodb"), stream=AuditStream.RUNBOOK)
-    for queue, depth in waiting.items():
-        url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
-        try:
-            task = sqs.start_message_move_task(SourceArn=queue_arn(sqs, url), MaxNumberOfMessagesPerSecond=MOVE_TASK_RATE)
-            moves[queue], after = task["TaskHandle"], {"method": "move_task", "task_handle": task["TaskHandle"]}
-        except Exception as exc:  # no move task at this endpoint (moto): the messages one by one
-            if not unsupported(exc):
-                raise
-            main = target(sidecar, client).main_queue_name
-            moved = _move_by_hand(sqs, url, sqs.get_queue_url(QueueName=main)["QueueUrl"], depth)
-            moves[queue], after = f"moved {moved} to {main} one by one", {"method": "send_delete", "to": main, "done": moved}
-        audit.record(
-            action="move_back", target=queue, reason="redrive to the source queue (the sidecar reads no message)",
-            before={"queue": queue, "messages": depth}, after=after, by=actor, at=now or datetime.now(UTC),
-        )  # fmt: skip
-    return {"id": Runbook.DLQ_MESSAGES.value, "verdict": "cleared", "exit_code": 0, "evidence": evidence, "error": "", "moves": moves}
-
-
-def _move_by_hand(sqs: Any, dead_letters: str, source: str, most: int) -> int:
-    """Each message sent back with its attributes, then deleted (held while it moves); at most `most`."""
-    from runbooks.automation.redrive import sendable
-
-    moved = 0
-    while moved < most:
-        batch = sqs.receive_message(
-            QueueUrl=dead_letters, MaxNumberOfMessages=min(10, most - moved), VisibilityTimeout=60,
-            MessageAttributeNames=["All"], WaitTimeSeconds=0,
-        ).get("Messages", [])  # fmt: skip
-        if not batch:
-            return moved
-        for message in batch:
-            sqs.send_message(QueueUrl=source, MessageBody=message["Body"], MessageAttributes=sendable(message.get("MessageAttributes", {})))
-            sqs.delete_message(QueueUrl=dead_letters, ReceiptHandle=message["ReceiptHandle"])
-            moved += 1
-    return moved
+    queues = SidecarQueues(sidecar.dead_letter_queues, target(sidecar, client).main_queue_name, sidecar.SidecarTableName)
+    actor = _actor(client) if apply else "dry run"
+    return move_back(queues, client, apply=apply, actor=actor, now=now or datetime.now(UTC))
 
 
 def runbook(sidecar: SidecarStack, client: Client, runbook_id: str, *, apply: bool) -> dict[str, Any]:

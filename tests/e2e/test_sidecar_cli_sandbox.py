@@ -5,7 +5,9 @@ say so in one line and exit 2."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,7 +15,9 @@ from typer.testing import CliRunner
 
 from pipeops.cli import app
 from pipeops.sidecar.demo import SIDECAR_STACK, counter, deploy_sidecar, succeeded
+from runbooks.catalog import Runbook
 from tests.conftest import envelope, eventually
+from tests.e2e.test_ssm_documents_sandbox import start_document
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +37,7 @@ def cli(*args: str) -> Any:
 
 def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: Any, tmp_path: Path) -> None:
     sandbox = counter_example
-    deploy_sidecar(sandbox, tmp_path, ReconcileApply="false")  # the schedule only reports: the CLI repairs
+    deployed = deploy_sidecar(sandbox, tmp_path, ReconcileApply="false")  # the schedule only reports: the CLI repairs
     sqs, dynamodb = sandbox.client("sqs"), sandbox.client("dynamodb")
     sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=DLQ)["QueueUrl"], MessageBody='{"document": "x.pdf"}')
     # The seed's drift: three increments whose processors died, nothing running.
@@ -52,11 +56,20 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     rows = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(listed.output, "alarms")}
     assert rows["SlotsFullIdle"]["runbook"] == "slots-full-idle"
     assert {"CounterDrift", "ReconcilerSilent", "CounterPipelineDocsDlqNotEmpty", "CounterPipelineProcessorErrors"} <= set(rows), sorted(rows)
+    # Each alarm names its runbook, from the sidecar's own build (the composite names none).
+    assert rows["CounterPipelineDocsDlqNotEmpty"]["runbook"] == "dlq-messages"
+    assert rows["CounterPipelineProcessorErrors"]["runbook"] == "function-errors"
+    assert [name for name, row in rows.items() if not row["runbook"]] == ["PipelineUnhealthy"]
     checked = cli("alarms", "check", "--json")
-    # The evaluator replays the sidecar's metric alarms (its verdicts on a time-scaled sandbox are its own business).
+    # The evaluator replays the sidecar's metric alarms on the in-process sandbox's virtual clock (far
+    # ahead of the wall clock: its periods are virtual minutes); its verdicts are approximate there, as
+    # the samples it places in virtual time are whole real seconds apart, 50 virtual seconds.
     replayed = {row["name"].removeprefix(f"{SIDECAR_STACK}-"): row for row in envelope(checked.output, "alarm_checks")}
     assert checked.exit_code in (0, 1) and replayed["SlotsFullIdle"]["state"] == "ALARM"
     assert replayed["SlotsFullIdle"]["runbook"] == "slots-full-idle" and replayed["SlotsFullIdle"]["datapoints"]
+    newest = max(datetime.fromisoformat(point["period_start"]) for point in replayed["SlotsFullIdle"]["datapoints"])
+    assert newest > datetime.now(UTC) + timedelta(minutes=2), replayed["SlotsFullIdle"]  # judged in virtual time
+    assert all(row["runbook"] for row in replayed.values()), replayed
 
     drawn = cli("dashboard", "render", "--out", str(tmp_path / "sidecar.html"), "--json")
     assert drawn.exit_code == 0, drawn.output
@@ -102,12 +115,17 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     # The DLQ: counted by a dry run, moved back to its source queue by SQS with --apply, then processed.
     counted = cli("runbook", "run", "dlq-messages", "--json")
     assert counted.exit_code == 1 and envelope(counted.output, "runbook")["evidence"] == {DLQ: "1"}, counted.output
-    moved = cli("runbook", "run", "dlq-messages", "--apply", "--yes", "--json")
-    assert moved.exit_code == 0, moved.output
-    assert envelope(moved.output, "runbook")["verdict"] == "cleared" and DLQ in envelope(moved.output, "runbook")["moves"]
+    # The sidecar's dlq-messages document (its RunbookFunction): a dry run by default, then approved.
+    on_sidecar = SimpleNamespace(deployment=deployed, client=sandbox.client)
+    documented = start_document(on_sidecar, Runbook.DLQ_MESSAGES)
+    assert documented.steps == ["diagnose", "applyOrEnd"] and dlq_depth(sandbox) == 1
+    assert (documented.outputs["diagnose.evidence"], documented.outputs["diagnose.exit_code"]) == ({DLQ: "1"}, 1)
+    moved = start_document(on_sidecar, Runbook.DLQ_MESSAGES, DryRun=False, Groups=[DLQ])
+    assert moved.steps[-1] == "apply" and (moved.outputs["apply.verdict"], moved.outputs["apply.exit_code"]) == ("cleared", 0), moved
     eventually(lambda: succeeded(sandbox) == 1 and dlq_depth(sandbox) == 0, "the redriven document processed")
     [redrive] = envelope(cli("runbook", "history", "--since", "1h", "--json").output, "runbook_history")["records"]
-    assert (redrive["action"], redrive["target"]) == ("move_back", DLQ)
+    assert (redrive["action"], redrive["target"]) == ("move_back", DLQ) and "RunbookFunction" in redrive["by"], redrive
+    assert envelope(cli("runbook", "run", "dlq-messages", "--apply", "--yes", "--json").output, "runbook")["verdict"] == "absent"
 
     # The workflow's executions (none failed): read from every state machine the sidecar watches.
     failed = cli("failures", "--since", "1h", "--json")

@@ -30,7 +30,7 @@ from pipeops.sidecar.config import loads, parse
 from pipeops.sidecar.dashboard import sections
 from sandbox.template import transform
 from stack.template import load_template
-from tests.unit.test_packaging import IMPORT_CHECK, NOT_RUNTIME
+from tests.unit.test_packaging import IMPORT_CHECK, NOT_RUNTIME, PACKAGES
 from tests.unit.test_packaging import build as build_artifact
 from tests.unit.test_sidecar_config import EXAMPLE, VALID
 
@@ -69,7 +69,8 @@ def test_it_declares_only_the_sidecars_own_resources(cfn: dict[str, Any]) -> Non
         "AWS::IAM::Role", "AWS::Lambda::EventInvokeConfig", "AWS::Lambda::Function", "AWS::Lambda::Permission",
         "AWS::Logs::LogGroup", "AWS::SNS::Subscription", "AWS::SNS::Topic", "AWS::SSM::Document",
     }  # fmt: skip
-    assert sum(resource["Type"] == "AWS::Lambda::Function" for resource in cfn["Resources"].values()) == 1
+    functions = [logical_id for logical_id, resource in cfn["Resources"].items() if resource["Type"] == "AWS::Lambda::Function"]
+    assert sorted(functions) == ["ReconcilerFunction", "RunbookFunction"]  # the reconciler, dlq-messages' redrive
     assert sum(resource["Type"] == "AWS::DynamoDB::Table" for resource in cfn["Resources"].values()) == 1
 
 
@@ -89,8 +90,9 @@ def test_the_reconciler_runs_the_sidecar_handler_on_its_schedule(sam: dict[str, 
 
 
 def test_the_reconcilers_alarms_are_the_stacks_own_not_a_copy(sam: dict[str, Any]) -> None:
-    """The alarms on the reconciler's metrics are the very resources template.yaml carries; those on
-    a watched resource differ from the stack's only in the dimension (a literal, not a Ref)."""
+    """The alarms on the reconciler's metrics are the very resources template.yaml carries, in the
+    watched pipeline's words; those on a watched resource differ from the stack's also in the
+    dimension (a literal, not a Ref)."""
     ours = {spec.logical_id: alarm_resource(spec) for spec in build_catalog(load_template())}
     shared = [logical_id for logical_id in sam["Resources"] if logical_id in ours]
     reconciler = {"CounterDriftAlarm", "CounterBelowRunningAlarm", "SlotsFullIdleAlarm", "BacklogStalledAlarm",
@@ -101,7 +103,28 @@ def test_the_reconcilers_alarms_are_the_stacks_own_not_a_copy(sam: dict[str, Any
         theirs, mine = copy.deepcopy(ours[logical_id]), copy.deepcopy(sam["Resources"][logical_id])
         if logical_id not in reconciler:
             assert mine["Properties"].pop("Dimensions") != theirs["Properties"].pop("Dimensions")
+        mine["Properties"].pop("AlarmDescription"), theirs["Properties"].pop("AlarmDescription")
         assert mine == theirs, logical_id
+
+
+# The reference pipeline's parts and settings, which a pipeline we did not build does not have.
+REFERENCE_WORDS = ("router", "tracker", "holder", "QUEUED", "MaxConcurrentWorkflows", "redacted", "drill-down", "file key", "BacklogStall")
+
+
+def test_the_alarms_speak_of_the_pipeline_described_not_the_reference_one(sam: dict[str, Any]) -> None:
+    descriptions = {
+        logical_id: resource["Properties"]["AlarmDescription"]["Fn::Sub"]
+        for logical_id, resource in sam["Resources"].items()
+        if resource["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
+    }
+    assert {k: [w for w in REFERENCE_WORDS if w in d] for k, d in descriptions.items() if any(w in d for w in REFERENCE_WORDS)} == {}
+    assert descriptions["SlotsFullIdleAlarm"].startswith("Every slot is counted taken while no execution of counter-pipeline-workflow runs")
+    assert descriptions["CounterDriftAlarm"].startswith("active_count has stayed above the running executions of counter-pipeline-workflow")
+    assert "the max (MAX_CONCURRENT of counter-pipeline-processor)" in descriptions["CounterBelowRunningAlarm"]
+    assert "`pipeops runbook run dlq-messages`" in descriptions["CounterPipelineDocsDlqNotEmptyAlarm"]
+    # The reference pipeline's own alarms keep its words (the same facades, the default wording).
+    reference = {spec.logical_id: spec.summary for spec in build_catalog(load_template())}
+    assert "router-started execution" in reference["SlotsFullIdleAlarm"] and "QUEUED" in reference["BacklogStalledAlarm"]
 
 
 def test_the_watched_resources_alarms_name_them_literally(sam: dict[str, Any]) -> None:
@@ -139,7 +162,7 @@ def test_two_resources_giving_one_alarm_id_are_refused() -> None:
 def test_holders_mode_is_refused_with_what_to_do_instead() -> None:
     data = copy.deepcopy(VALID)
     data["counter"]["holders"] = True
-    with pytest.raises(SidecarBuildError, match=r"^counter\.holders: .*legacy mode only"):
+    with pytest.raises(SidecarBuildError, match=r"^counter\.holders: .*plain counter only.*set holders = false"):
         build_template(parse(data))
 
 
@@ -231,14 +254,53 @@ def test_every_metric_of_ours_an_alarm_or_chart_watches_is_one_the_sidecar_emits
     assert charted and charted <= emitted
 
 
-def test_the_reconciler_runbooks_documents_run_the_sidecars_reconciler(sam: dict[str, Any], cfn: dict[str, Any]) -> None:
+def test_the_runbooks_documents_run_the_sidecars_reconciler_and_its_redrive(sam: dict[str, Any], cfn: dict[str, Any]) -> None:
     documents = {k: v for k, v in sam["Resources"].items() if v["Type"] == "AWS::SSM::Document"}
-    assert set(documents) == {"RunbookDocumentCounterDrift", "RunbookDocumentSlotsFullIdle", "RunbookDocumentBacklogStalled"}
-    for document in documents.values():
-        steps = [step for step in document["Properties"]["Content"]["mainSteps"] if step["action"] == "aws:invokeLambdaFunction"]
-        assert [step["inputs"]["FunctionName"] for step in steps] == [{"Ref": "ReconcilerFunction"}] * 2
+    run_by = {
+        "RunbookDocumentCounterDrift": "ReconcilerFunction", "RunbookDocumentSlotsFullIdle": "ReconcilerFunction",
+        "RunbookDocumentBacklogStalled": "ReconcilerFunction", "RunbookDocumentDlqMessages": "RunbookFunction",
+    }  # fmt: skip
+    assert set(documents) == set(run_by)
+    for logical_id, document in documents.items():
+        content = document["Properties"]["Content"]
+        steps = [step for step in content["mainSteps"] if step["action"] == "aws:invokeLambdaFunction"]
+        assert [step["inputs"]["FunctionName"] for step in steps] == [{"Ref": run_by[logical_id]}] * 2
         assert [step["inputs"]["InputPayload"]["DryRun"] for step in steps] == [True, False]
+        assert content["parameters"]["DryRun"]["default"] is True  # starting a document changes nothing
     automation = cfn["Resources"]["RunbookAutomationRole"]["Properties"]["Policies"]
     assert [statement["Resource"] for policy in automation for statement in policy["PolicyDocument"]["Statement"]] == [
-        {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}
+        [{"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}, {"Fn::GetAtt": ["RunbookFunction", "Arn"]}]
     ]
+    started = [v for v in cfn["Resources"].values() if v["Type"] == "AWS::Events::Rule" and "Targets" in v["Properties"]]
+    assert not any("dlq-messages" in json.dumps(rule) for rule in started)  # no alarm starts a redrive
+
+
+def test_the_redrive_reaches_only_the_named_queues_and_its_own_audit(cfn: dict[str, Any]) -> None:
+    role = cfn["Resources"]["RunbookFunctionRole"]
+    found = [s for policy in role["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]]
+    arn = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
+    by_resource = {json.dumps(s["Resource"], sort_keys=True): (_actions(s), s.get("Condition")) for s in found}
+    assert by_resource == {
+        json.dumps([{"Fn::Sub": f"{arn}counter-pipeline-docs-dlq"}]): (
+            ["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:StartMessageMoveTask", "sqs:ReceiveMessage", "sqs:DeleteMessage"], None
+        ),
+        json.dumps({"Fn::Sub": f"{arn}counter-pipeline-docs"}): (["sqs:GetQueueUrl", "sqs:SendMessage"], None),
+        json.dumps({"Fn::GetAtt": ["SidecarTable", "Arn"]}, sort_keys=True): (
+            ["dynamodb:PutItem"], {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["audit#runbook#*"]}}
+        ),
+    }
+
+
+def test_the_redrive_handler_imports_from_the_artifact_the_makefile_builds(sam: dict[str, Any], tmp_path: Path) -> None:
+    """`make build-RunbookFunction` (the stack's runbook Lambda's artifact) holds the redrive's handler."""
+    function = sam["Resources"][Function.RUNBOOK.value]
+    module = function["Properties"]["Handler"].rpartition(".")[0]
+    assert function["Metadata"] == {"BuildMethod": "makefile"}
+    artifact = build_artifact(Function.RUNBOOK.value, tmp_path / "artifact")
+    env = {"PATH": os.environ.get("PATH", ""), "POWERTOOLS_SERVICE_NAME": "pipeops-pipeline"}
+    check = [sys.executable, "-I", "-S", "-c", IMPORT_CHECK, str(artifact), sysconfig.get_paths()["purelib"], module]
+    result = subprocess.run(check, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert not {name.split(".")[0] for name in loaded} & (NOT_RUNTIME - PACKAGES[Function.RUNBOOK])
+    assert module in loaded and Path(loaded[module]).is_relative_to(artifact)  # its own copy, not this checkout's

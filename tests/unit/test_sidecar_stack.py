@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from pipeops.sidecar.build import build_template
+from alarms.live import runbook_of
+from pipeops.sidecar.build import alarm_specs, build_template
 from pipeops.sidecar.config import loads
-from pipeops.sidecar.live import findings
+from pipeops.sidecar.live import described, findings
 from stack.resources import (
     SIDECAR_MARKER,
     SidecarStack,
@@ -57,3 +60,42 @@ def test_findings_say_each_thing_once_the_alarm_first() -> None:
         ("CounterDrift", "counter"),
     ]
     assert findings({"verdict": "in_sync", "implausible": ""}, {"a-dlq": 0}, []) == []
+
+
+def _deployed(value: Any) -> str:
+    """A reconciler environment value as CloudFormation resolves it (the example's own expressions)."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_deployed(part) for part in parts)
+    if "Fn::Sub" in value:
+        names = {"${AWS::Partition}": "aws", "${AWS::Region}": "us-east-1", "${AWS::AccountId}": "123456789012"}
+        text = str(value["Fn::Sub"])
+        for name, resolved in names.items():
+            text = text.replace(name, resolved)
+        return text
+    return "resolved-ref"
+
+
+def test_a_deployed_sidecars_alarms_name_the_runbooks_of_its_build() -> None:
+    config = loads(EXAMPLE.read_text(encoding="utf-8"))
+    template = build_template(config)
+    outputs = {name: _deployed(output["Value"]) for name, output in template["Outputs"].items()}
+    sidecar = SidecarStack.from_outputs("side", outputs)
+    assert sidecar.watched_functions == ("counter-pipeline-sender:30", "counter-pipeline-processor:30")
+    variables = template["Resources"]["ReconcilerFunction"]["Properties"]["Environment"]["Variables"]
+    rebuilt = alarm_specs(described(sidecar, {name: _deployed(value) for name, value in variables.items()}))
+    built = alarm_specs(config)
+    assert [(s.logical_id, s.runbook, s.summary) for s in rebuilt] == [(s.logical_id, s.runbook, s.summary) for s in built]
+    deployed = [
+        resource["Properties"]["AlarmName"]["Fn::Sub"].replace("${AWS::StackName}", "side")
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+    ]
+    runbooks = {name: runbook_of(name, "side", rebuilt) for name in deployed}
+    assert runbooks["side-CounterPipelineDocsDlqNotEmpty"] == "dlq-messages"
+    assert runbooks["side-CounterPipelineSenderErrors"] == "function-errors"
+    assert runbooks["side-ExecutionsFailed"] == "executions-failed"
+    assert all(runbooks.values()), [name for name, runbook in runbooks.items() if not runbook]
+    assert runbook_of("side-CounterPipelineDocsDlqNotEmpty", "side") == ""  # the reference catalog has no such alarm
