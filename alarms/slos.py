@@ -194,10 +194,13 @@ def target_problems(target: str, *, deadline_minutes: int = DEFAULT_FILE_DEADLIN
 
 def time_to_fire_seconds(alert: BurnAlert, target: str, error_rate: float) -> float | None:
     """Seconds from the first bad file counted to the pair firing, at a steady `error_rate` (the
-    bad share of the files due) with files enough for the guard: the long window's share reaches
-    the threshold after threshold / error_rate of the window (the short window's share is the
-    error rate from its first file). None: this error rate never fires the pair. Files count bad
-    only past their deadline, so add FileDeadlineMinutes to time it from the start of an outage."""
+    bad share of the files due) after a long window full of good files at the same file rate, with
+    files enough for the guard: the long window's share reaches the threshold after threshold /
+    error_rate of the window (the short window's share is the error rate from its first file).
+    None: this error rate never fires the pair. A failed file (its run FAILED) counts bad at once,
+    when its run ends; only a file with no outcome waits for its deadline (overdue on the first
+    reconciler run past it, `detection_floor_minutes`): add that to time a stall from its start.
+    `bench.slo_burn` measures it on the sandbox."""
     limit = threshold(alert, target)
     if error_rate < limit:
         return None

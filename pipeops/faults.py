@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from alarms.slo_alarms import burn_pairs
+from alarms.slos import DEFAULT_TARGET, time_to_fire_seconds
 from pipeline.config import SEMAPHORE_KEY
 from pipeline.jobs import RunRef, format_timestamp
 from pipeline.status import JobStatus
@@ -159,6 +161,13 @@ class NamedFault:
     for_seconds: float | None = None  # suggested duration (virtual seconds); None: a one-off
     specs: Specs | None = field(default=None, repr=False)  # a sandbox fault's primitives
     write: Callable[[FaultTarget, float], str] | None = field(default=None, repr=False)  # a data fault
+    # The objective's faults (`_slo_fault`): alarms that must not fire, the traffic before and during
+    # the fault (virtual seconds), and the computed time to fire from the first bad file.
+    quiet_alarms: tuple[str, ...] = ()
+    lead_seconds: float | None = None
+    traffic_every: float | None = None
+    computed_seconds: float | None = None
+    timed_from: str | None = None
 
     @property
     def kind(self) -> str:
@@ -422,7 +431,58 @@ _CATALOG = (
     ),
 )
 
-FAULTS: Mapping[str, NamedFault] = {fault.name: fault for fault in _CATALOG}
+
+# -- the objective's faults: burn rates are shares of the files in a window ------------------------
+#
+# The burn pairs judge the share of bad files over hours (1 h and 6 h for the page pairs), so each of
+# these faults first lets traffic fill the slow pair's 6-hour window (`lead_seconds`, 111 real s at
+# the game day's time scale): the computed time to fire assumes a long window full of files done on
+# time at the rate that then fails, and a 6-hour window still holding an earlier fault's failed files
+# pages on more failures, rightly (its budget is burning). On the sandbox that window holds about 130
+# files (20-25 an hour), so 6% is 8 bad files: one fault's failures, not two. Hence one full lead
+# each (the low-traffic one's at its low pace), in this order, last, after the cause faults; not in
+# the short game day. ExecutionsFailed is expected of the blip and the low traffic: one failed
+# execution is the cause catalog's signal (critical, so it pages through PipelineUnhealthy on its
+# own); what these faults prove is the objective's pairs: which fire, and which stay quiet.
+
+_FAST, _SLOW = (pair for pair in burn_pairs() if pair.alert.name in ("FastBurn", "SlowBurn"))
+SLO_WINDOW_LEAD = _SLOW.alert.long_seconds + 600.0  # the slow pair's long window, and a margin
+LOW_TRAFFIC_EVERY = 1_800.0  # a file every 30 minutes: 2 an hour and 12 in six, below both guards (7 and 17)
+
+
+def _slo_fault(name: str, description: str, *, quiet: tuple[str, ...], expected: tuple[str, ...] = ("ExecutionsFailed",),
+               **fields: Any) -> NamedFault:
+    return NamedFault(name, description, expected, Runbook.SLO_BURN, specs=_one(FunctionFault, function=DETECT, effect="error"),
+                      quiet_alarms=quiet, **fields)
+
+
+_SLO_CATALOG = (
+    _slo_fault(
+        "slo-failure-blip",
+        "Six hours of healthy traffic, then a blip: the detect function fails until one execution has failed.",
+        quiet=(_FAST.name_suffix, _SLOW.name_suffix),
+        lead_seconds=SLO_WINDOW_LEAD,
+    ),
+    _slo_fault(
+        "slo-low-traffic-failures",
+        "Six hours of a file every 30 minutes, then every one failing for an hour: fewer files than both page pairs' guards.",
+        quiet=(_FAST.name_suffix, _SLOW.name_suffix),
+        lead_seconds=SLO_WINDOW_LEAD,
+        traffic_every=LOW_TRAFFIC_EVERY,
+        for_seconds=float(_FAST.alert.long_seconds),
+    ),
+    _slo_fault(
+        "slo-sustained-failures",
+        "Six hours of healthy traffic, then every file failing: the fast pair pages, the slow pair stays quiet.",
+        quiet=(_SLOW.name_suffix,),
+        expected=(_FAST.name_suffix,),
+        lead_seconds=SLO_WINDOW_LEAD,
+        computed_seconds=time_to_fire_seconds(_FAST.alert, DEFAULT_TARGET, 1.0),
+        timed_from=_FAST.short.name_suffix,
+    ),
+)
+
+FAULTS: Mapping[str, NamedFault] = {fault.name: fault for fault in (*_CATALOG, *_SLO_CATALOG)}
 
 
 def fault_named(name: str) -> NamedFault:

@@ -22,7 +22,9 @@ from alarms.slos import (
     BUDGET_DAYS,
     DAY_SECONDS,
     DEFAULT_FILE_DEADLINE_MINUTES,
+    DEFAULT_TARGET,
     POLICY,
+    TARGET_PARAMETER,
     WINDOWS,
     Indicator,
     budget_remaining,
@@ -32,7 +34,7 @@ from alarms.slos import (
     target_problems,
     window_label,
 )
-from pipeline.stack import SERVICE_NAME
+from pipeline.stack import SERVICE_NAME, Function
 
 BUCKET_SECONDS = 300
 _GOOD = (Indicator.ON_TIME,)
@@ -207,3 +209,19 @@ def slo_report(
     budget = (sum(v for _, v in month["good"]), sum(v for _, v in month["bad"]))
     return build_report(target, end, {w: (good[w], bad[w]) for w in WINDOWS}, budget)
 
+
+def stack_slo_report(connection: Any, resources: Any, target: str | None, now: datetime) -> SloReport:
+    """The report of a deployed stack: at `target` (percent, a trailing % allowed), else the stack's
+    SloTarget parameter, else the default; with its Stage, FileDeadlineMinutes and function names.
+    Raises ValueError, naming the target, for one the alarms cannot work at."""
+    from pipeops.dashboard import stack_parameters
+
+    parameters = stack_parameters(connection, resources.stack_name)
+    chosen = (target or parameters.get(TARGET_PARAMETER) or DEFAULT_TARGET).strip().removesuffix("%")
+    functions = {function.value: getattr(resources, f"{function.value}Name") for function in Function}
+    deadline = int(parameters.get("FileDeadlineMinutes") or DEFAULT_FILE_DEADLINE_MINUTES)
+    try:
+        return slo_report(connection.client("cloudwatch"), functions, parameters.get("Stage") or "dev", chosen, now,
+                          deadline_minutes=deadline)
+    except ValueError as exc:
+        raise ValueError(f"--target {chosen}: {exc}") from None

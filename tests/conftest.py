@@ -29,6 +29,7 @@ from pipeline.handlers import _wiring
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
+from pipeline.telemetry import catalog
 from sandbox.clock import TimeScale
 
 REGION = "us-east-1"
@@ -458,6 +459,25 @@ def alarm_states(sandbox: Any) -> dict[str, str]:
         for page in pages
         for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
     }
+
+
+def datapoints(sandbox: Any, metric: catalog.Metric, statistic: str) -> list[float]:
+    """Every datapoint of `metric` (any function), one per minute, in the last hour."""
+    cloudwatch = sandbox.client("cloudwatch")
+    listed = cloudwatch.list_metrics(Namespace=catalog.NAMESPACE, MetricName=metric.value)["Metrics"]
+    return [
+        point[statistic]
+        for found in listed
+        for point in cloudwatch.get_metric_statistics(
+            Namespace=catalog.NAMESPACE,
+            MetricName=metric.value,
+            Dimensions=found["Dimensions"],
+            StartTime=datetime.now(UTC) - timedelta(hours=1),
+            EndTime=datetime.now(UTC) + timedelta(minutes=5),
+            Period=60,
+            Statistics=[statistic],
+        )["Datapoints"]
+    ]
 
 
 def subscribe_a_queue(sandbox: Any, topic: str = "AlarmTopic") -> str:

@@ -77,6 +77,7 @@ def _print(result: GameDayResult, report: Path | None) -> None:
         table.add_column(column, overflow="fold")
     for v in result.verdicts:
         detect = f"{v.detect_real:.1f} s ({(v.detect_virtual or 0) / 60:.1f} vmin)" if v.detect_real is not None else "-"
+        detect += f"; {v.timed_text}" if v.timed_text else ""
         repair = f"{v.repair_real:.1f} s ({(v.repair_virtual or 0) / 60:.1f} vmin)" if v.repair_real is not None else "-"
         table.add_row(v.fault, v.alarm or ("none (absorbed)" if v.absorbed else "[red]none[/red]"), detect, "-" if v.absorbed else ("yes" if v.notified else "[red]no[/red]"), v.remedy,
                       repair, "held" if v.invariants_held else "[red]broken[/red]", "[green]pass[/green]" if v.passed else "[red]fail[/red]")

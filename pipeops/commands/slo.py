@@ -34,27 +34,16 @@ def slo(
     as_json: JsonOption = False,
 ) -> None:
     """The on-time objective: the bad share and burn rate over each alarm window, the error budget
-    left over 28 days, and the time until it is gone at the current burn (from CloudWatch)."""
-    from alarms.slos import DEFAULT_FILE_DEADLINE_MINUTES, DEFAULT_TARGET, TARGET_PARAMETER
-    from pipeline.stack import Function
-    from pipeops.dashboard import stack_parameters
-    from pipeops.slo import slo_report
+    left over 28 days, and the time until it is gone at the current burn (from CloudWatch). Exit 0
+    whatever the burn (a firing pair is an alarm: `pipeops alarms list` exits 1 on it); 2 on an
+    error, such as a target the alarms cannot work at."""
+    from pipeops.slo import stack_slo_report
 
     connection, resources = connect(stack_name, endpoint_url, region, profile)
-    parameters = stack_parameters(connection, resources.stack_name)
-    chosen = (target or parameters.get(TARGET_PARAMETER) or DEFAULT_TARGET).strip().removesuffix("%")
-    functions = {function.value: getattr(resources, f"{function.value}Name") for function in Function}
     try:
-        report = slo_report(
-            connection.client("cloudwatch"),
-            functions,
-            parameters.get("Stage") or "dev",
-            chosen,
-            datetime.now(UTC),
-            deadline_minutes=int(parameters.get("FileDeadlineMinutes") or DEFAULT_FILE_DEADLINE_MINUTES),
-        )
+        report = stack_slo_report(connection, resources, target, datetime.now(UTC))
     except ValueError as exc:
-        raise fail(f"--target {chosen}: {exc}") from None
+        raise fail(str(exc)) from None
     if as_json:
         render.emit_json("slo", report.to_dict())
     else:

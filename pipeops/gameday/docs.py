@@ -39,6 +39,14 @@ def _times(real: float | None, virtual: float | None) -> str:
     return "-" if real is None else f"{real:.1f} s / {(virtual or 0) / 60:.1f} min"
 
 
+def _computed(computed: float | None, measured: float | None, since: str | None) -> str:
+    """A fault's computed time to fire beside the measured one, both from its first bad file."""
+    if computed is None:
+        return ""
+    found = "" if measured is None else f", measured {measured / 60:.1f} min"
+    return f"computed {computed / 60:.1f} min from the first bad file ({since} in ALARM){found}"
+
+
 def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | None) -> str:
     """The page: one row per catalog fault, measured where the recorded run has it."""
     measured = {row["fault"]: row for row in (record or {}).get("verdicts", [])}
@@ -73,19 +81,28 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
         "\"Every alarm\" is every alarm that notifies: a burn-rate window is judged through its pair's composite, and a",
         "long window stays in ALARM for up to its length (1 h, 6 h, 1 d) after a fault that failed files: budget spent.",
         "Both as real seconds / virtual minutes (virtual is what the stack's clocks saw, close to AWS's).",
+        "The `slo-` faults prove the objective's burn pairs: each first lets six virtual hours of traffic fill the slow",
+        "pair's window (a burn rate is a share of the files there; 111 s real each at time scale 0.005), a fault's quiet",
+        "alarms must not go to ALARM while it acts, and the sustained one's detect shows its computed time to fire",
+        "beside the measured one, both from the first bad file. They run last in the full game day, not in the short one.",
         "",
         "| fault | what it breaks | expected alarm | fired | detect | remedy | repair | notified | invariants |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for fault in faults:
         row = measured.get(fault.name)
-        cells = [f"`{fault.name}`", fault.description.replace("|", "\\|"), ", ".join(f"`{a}`" for a in fault.expected_alarms) or "-"]
+        expected = ", ".join(f"`{a}`" for a in fault.expected_alarms) or "-"
+        if fault.quiet_alarms:
+            expected += "; quiet: " + ", ".join(f"`{a}`" for a in fault.quiet_alarms)
+        cells = [f"`{fault.name}`", fault.description.replace("|", "\\|"), expected]
         if row is None:
-            cells += ["not measured yet", "-", fault.remedy or "reconciler", "-", "-", "-"]
+            cells += ["not measured yet", _computed(fault.computed_seconds, None, fault.timed_from) or "-",
+                      fault.remedy or "reconciler", "-", "-", "-"]
         else:
+            timed = _computed(row.get("computed_virtual"), row.get("timed_virtual"), fault.timed_from)
             cells += [
                 f"`{row['alarm']}`" if row["alarm"] else ("none (absorbed)" if row.get("absorbed") else "**none**"),
-                _times(row["detect_real"], row["detect_virtual"]),
+                _times(row["detect_real"], row["detect_virtual"]) + (f" ({timed})" if timed else ""),
                 row["remedy"],
                 _times(row["repair_real"], row["repair_virtual"]),
                 "yes" if row["notified"] else "**no**",

@@ -37,13 +37,37 @@ class FaultSpec:
     description: str
     expected_alarms: tuple[str, ...]
     remedy: str | None
-    for_seconds: float | None = None  # how long it acts, virtual seconds (absorbed faults)
+    for_seconds: float | None = None  # how long it acts, virtual seconds (absorbed faults; at least, with quiet alarms)
+    # Alarms that must not go to ALARM while the fault acts (a burn pair that must not page).
+    quiet_alarms: tuple[str, ...] = ()
+    # Virtual seconds of traffic before the injection, at `traffic_every` (virtual seconds between
+    # files; None: the game day's fault traffic): a burn rate is a share of the files in a window,
+    # so the windows must hold the history the fault is about.
+    lead_seconds: float | None = None
+    traffic_every: float | None = None
+    # The computed time to fire (virtual seconds), counted from `timed_from` going to ALARM (a burn
+    # pair's short window: it breaches at the first bad file).
+    computed_seconds: float | None = None
+    timed_from: str | None = None
 
     @classmethod
     def of(cls, fault: Fault) -> FaultSpec:
         remedy = getattr(fault.remedy, "value", fault.remedy)
         alarms = tuple(alarm_id(a) for a in fault.expected_alarms)
-        return cls(fault.name, fault.description, alarms, None if remedy is None else str(remedy), getattr(fault, "for_seconds", None))
+        return cls(
+            fault.name, fault.description, alarms, None if remedy is None else str(remedy), getattr(fault, "for_seconds", None),
+            quiet_alarms=tuple(alarm_id(a) for a in getattr(fault, "quiet_alarms", ())),
+            lead_seconds=getattr(fault, "lead_seconds", None),
+            traffic_every=getattr(fault, "traffic_every", None),
+            computed_seconds=getattr(fault, "computed_seconds", None),
+            timed_from=getattr(fault, "timed_from", None),
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
+        """A recorded spec; one recorded before a field existed gets its default."""
+        return cls(**{**data, "expected_alarms": tuple(data["expected_alarms"]),
+                      "quiet_alarms": tuple(data.get("quiet_alarms", ()))})
 
     @property
     def absorbed(self) -> bool:
@@ -127,10 +151,22 @@ class FaultVerdict:
     invariants_held: bool
     problems: tuple[str, ...]
     absorbed: bool = False  # no alarm expected, and none fired
+    # A fault with a computed time to fire: that time, and the measured one, virtual seconds from
+    # its `timed_from` alarm going to ALARM (the first bad file).
+    computed_virtual: float | None = None
+    timed_virtual: float | None = None
 
     @property
     def passed(self) -> bool:
         return not self.problems
+
+    @property
+    def timed_text(self) -> str:
+        """The computed time to fire beside the measured one ('' for a fault with none)."""
+        if self.computed_virtual is None:
+            return ""
+        measured = "not measured" if self.timed_virtual is None else f"measured {self.timed_virtual / 60:.1f}"
+        return f"from the first bad file: computed {self.computed_virtual / 60:.1f} vmin, {measured}"
 
 
 @dataclass
@@ -175,7 +211,7 @@ class GameDayResult:
                 FaultObservation(
                     **{
                         **f,
-                        "fault": FaultSpec(**{**spec, "expected_alarms": tuple(spec["expected_alarms"])}),
+                        "fault": FaultSpec.from_dict(spec),
                         "not_ok_before": tuple(f["not_ok_before"]),
                         "changes": tuple(change(c) for c in f["changes"]),
                         "notified": tuple(f["notified"]),

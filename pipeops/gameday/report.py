@@ -66,7 +66,7 @@ def _verdict_table(verdicts: Sequence[FaultVerdict]) -> str:
                                              "repair (real / virtual)", "invariants", "verdict"))
     rows = []
     for v in verdicts:
-        cells = [v.fault, v.alarm or ("none (absorbed)" if v.absorbed else "none"), _seconds(v.detect_real, v.detect_virtual),
+        cells = [v.fault, v.alarm or ("none (absorbed)" if v.absorbed else "none"), " ".join(filter(None, (_seconds(v.detect_real, v.detect_virtual), v.timed_text))),
                  "-" if v.absorbed else ("yes" if v.notified else "no"), "-" if v.absorbed else ("yes" if v.paged else "no"), v.remedy, _seconds(v.repair_real, v.repair_virtual),
                  "held" if v.invariants_held else "broken"]
         mark = "<td class='pass'>pass</td>" if v.passed else f"<td class='fail' title='{escape('; '.join(v.problems))}'>fail</td>"

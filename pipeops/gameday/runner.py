@@ -170,7 +170,13 @@ def run_game_day(
 def run_fault(stage: Stage, fault: FaultSpec, driver: FaultDriver, progress: Progress) -> FaultObservation:
     """One fault from all-OK to the invariants at rest."""
     settings, clock = stage.settings, stage.clock
-    stage.traffic.resume(fault.name, interval=settings.fault_traffic_interval, samples=LIGHT_WAVE)
+    pace = fault.traffic_every * settings.time_scale if fault.traffic_every else settings.fault_traffic_interval
+    stage.traffic.resume(fault.name, interval=pace, samples=LIGHT_WAVE)
+    if fault.lead_seconds:
+        lead = fault.lead_seconds * settings.time_scale
+        progress(f"{fault.name}: {fault.lead_seconds / 3_600:.2f} virtual hours of traffic first ({lead:.0f} s), "
+                 f"a file every {pace / settings.time_scale:.0f} virtual s: the burn windows' history")
+        time.sleep(lead)
     started = clock.now()
     wait_for(lambda: not stage.in_alarm(), settings.calm_timeout)
     observation = FaultObservation(fault=fault, started_at=started, injected_at=None, not_ok_before=tuple(stage.in_alarm()),
@@ -244,6 +250,11 @@ def _let_it_act(stage: Stage, observation: FaultObservation, actions: list[Actio
         _collect_notifications(stage, observation, actions)
     else:
         progress(f"{fault.name}: no expected alarm within {stage.settings.detect_timeout:.0f} s")
+    if fault.quiet_alarms and fault.for_seconds:  # acts its whole duration: its quiet alarms are judged over it
+        left = injected + fault.for_seconds * stage.settings.time_scale - clock.now()
+        if left > 0:
+            progress(f"{fault.name}: acting {left:.0f} s more, {', '.join(fault.quiet_alarms)} must stay quiet")
+            time.sleep(left)
 
 
 def _collect_notifications(stage: Stage, observation: FaultObservation, actions: list[Action]) -> None:

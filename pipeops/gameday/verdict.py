@@ -8,6 +8,13 @@ from collections.abc import Sequence
 from pipeops.gameday.model import AlarmChange, FaultObservation, FaultVerdict
 
 RECONCILER = "reconciler"  # the remedy of a fault the scheduled reconciler repairs
+# A measured time to fire may exceed the computed one (which assumes the files' rate steady through
+# the outage) by the alarms' evaluation, once a virtual minute (the short window that times the
+# first bad file, then the composite's children), and by the rate's drop: on the sandbox failed runs
+# end at 60-75% of the pace of done ones (bench.slo_burn, docs/PERFORMANCE.md), which stretches the
+# time to fire to up to ~1.45x. Later than this is a pair that does not fire as computed.
+EVALUATION_SLACK_SECONDS = 120.0
+RATE_DROP_FACTOR = 1.5
 
 
 def first_detection(observation: FaultObservation) -> AlarmChange | None:
@@ -40,6 +47,11 @@ def judge(observation: FaultObservation, time_scale: float) -> FaultVerdict:
     notified = detected is not None and detected.alarm in observation.notified
     if detected is not None and not notified and not fault.absorbed:
         problems.append(f"{detected.alarm}'s ALARM never reached the alarm state topic")
+    problems += _quiet_problems(observation)
+    computed, timed = fault.computed_seconds, time_to_fire(observation, detected, time_scale)
+    if computed is not None and timed is not None and timed > computed * RATE_DROP_FACTOR + EVALUATION_SLACK_SECONDS:
+        problems.append(f"{detected.alarm if detected else 'the alarm'} fired {timed:.0f} s (virtual) after "
+                        f"{fault.timed_from} (the first bad file): later than its computed {computed:.0f} s allows")
     if observation.ok_at is None:
         problems.append("not every alarm returned to OK")
     problems += [f"invariant: {v}" for v in observation.violations]
@@ -59,7 +71,32 @@ def judge(observation: FaultObservation, time_scale: float) -> FaultVerdict:
         invariants_held=not observation.violations,
         problems=tuple(problems),
         absorbed=fault.absorbed,
+        computed_virtual=_round(computed),
+        timed_virtual=_round(timed),
     )
+
+
+def time_to_fire(observation: FaultObservation, detected: AlarmChange | None, time_scale: float) -> float | None:
+    """Virtual seconds from the fault's `timed_from` alarm first going to ALARM after the injection
+    (a burn pair's short window: the first bad file) to the detecting alarm; None without both."""
+    start = observation.fault.timed_from
+    if detected is None or start is None or observation.injected_at is None:
+        return None
+    began = next((c for c in observation.changes
+                  if c.alarm == start and c.new == "ALARM" and c.real_at >= observation.injected_at), None)
+    return None if began is None else max(detected.real_at - began.real_at, 0.0) / time_scale
+
+
+def _quiet_problems(observation: FaultObservation) -> list[str]:
+    """Alarms the fault must not fire (a burn pair that must not page) that went to ALARM while it
+    acted (from the injection to the clearing, or to the end if it was never cleared)."""
+    quiet = set(observation.fault.quiet_alarms)
+    if not quiet or observation.injected_at is None:
+        return []
+    until = observation.cleared_at if observation.cleared_at is not None else observation.ended_at
+    fired = sorted({c.alarm for c in observation.changes
+                    if c.new == "ALARM" and c.alarm in quiet and observation.injected_at <= c.real_at <= until})
+    return [f"{', '.join(fired)} went to ALARM while the fault acted: it must stay quiet"] if fired else []
 
 
 def _absorbed_problems(observation: FaultObservation) -> list[str]:

@@ -15,8 +15,7 @@ from pipeline.telemetry.catalog import Metric
 from pipeops import faults
 from pipeops.faults import FaultTarget
 from sandbox.clock import TimeScale
-from tests.conftest import alarm_states, put
-from tests.e2e.test_slo_indicators_sandbox import datapoints
+from tests.conftest import alarm_states, datapoints, put
 
 pytestmark = pytest.mark.slow
 

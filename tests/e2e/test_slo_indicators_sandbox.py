@@ -19,32 +19,13 @@ from typer.testing import CliRunner
 from pipeline.jobs import parse_timestamp
 from pipeline.queue import JobQueue
 from pipeline.status import DeadlineCount, JobStatus
-from pipeline.telemetry.catalog import NAMESPACE, Metric
+from pipeline.telemetry.catalog import Metric
 from pipeops.cli import app
-from tests.conftest import held_off, put, run_of, runs, wait_for
+from tests.conftest import datapoints, held_off, put, run_of, runs, wait_for
 
 pytestmark = pytest.mark.slow
 
 DEADLINE_MINUTES = 1
-
-
-def datapoints(sandbox: Any, metric: Metric, statistic: str) -> list[float]:
-    """Every datapoint of `metric` (any function), one per minute, in the last hour."""
-    cloudwatch = sandbox.client("cloudwatch")
-    listed = cloudwatch.list_metrics(Namespace=NAMESPACE, MetricName=metric.value)["Metrics"]
-    return [
-        point[statistic]
-        for found in listed
-        for point in cloudwatch.get_metric_statistics(
-            Namespace=NAMESPACE,
-            MetricName=metric.value,
-            Dimensions=found["Dimensions"],
-            StartTime=datetime.now(UTC) - timedelta(hours=1),
-            EndTime=datetime.now(UTC) + timedelta(minutes=5),
-            Period=60,
-            Statistics=[statistic],
-        )["Datapoints"]
-    ]
 
 
 def reconciler_pass(sandbox: Any) -> dict[str, int]:

@@ -145,11 +145,14 @@ def test_error_answers_have_each_protocols_shape() -> None:
 
 
 def test_every_named_fault_names_real_alarms_and_runbooks_and_kebab_case() -> None:
+    from alarms.slo_alarms import burn_pairs, window_alarm_ids
+
     alarm_ids = {spec.name_suffix for spec in build_catalog(load_template())}
+    alarm_ids |= {pair.name_suffix for pair in burn_pairs()} | window_alarm_ids()  # the objective's alarms
     for name, fault in FAULTS.items():
         assert fault.name == name and name == name.lower() and " " not in name
         assert fault.description and "\n" not in fault.description
-        unknown = set(fault.expected_alarms) - alarm_ids
+        unknown = (set(fault.expected_alarms) | set(fault.quiet_alarms) | ({fault.timed_from} if fault.timed_from else set())) - alarm_ids
         assert not unknown, f"{name} expects alarms the catalog lacks: {unknown}"
         assert (fault.specs is None) != (fault.write is None), name
         if fault.specs is not None:  # its primitives are valid specs named after it

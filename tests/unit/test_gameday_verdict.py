@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pipeops.gameday import invariants
 from pipeops.gameday.model import AlarmChange, FaultObservation, FaultSpec, GameDayResult, Point, alarm_id
 from pipeops.gameday.verdict import false_alarms, game_day_problems, judge
@@ -138,3 +140,80 @@ def test_a_faults_timeline_as_text_says_what_happened_and_when() -> None:
         "  metric of CounterBelowRunning: +2.0:-1, +4.5:0",
         "  violated: alarm CounterDrift still ALARM",
     ]
+
+
+SUSTAINED = FaultSpec(
+    "slo-sustained-failures", "every file failing", ("FilesOnTimeFastBurn",), "slo-burn",
+    quiet_alarms=("FilesOnTimeSlowBurn",), lead_seconds=22_200.0, computed_seconds=518.4,
+    timed_from="FilesOnTimeFastBurn5m",
+)
+
+
+def burning(*changes: AlarmChange, **fields: object) -> FaultObservation:
+    """A sustained-failure fault injected at 11 s, cleared at 16 s (time scale 0.005)."""
+    return observed(fault=SUSTAINED, changes=changes, notified=("FilesOnTimeFastBurn",), cleared_at=16.0, **fields)
+
+
+FIRST_BAD = AlarmChange("FilesOnTimeFastBurn5m", "OK", "ALARM", 12.0, 2400.0)
+
+
+def test_a_quiet_alarm_that_fires_while_the_fault_acts_fails_it_by_name() -> None:
+    fast = AlarmChange("FilesOnTimeFastBurn", "OK", "ALARM", 14.0, 2800.0)
+    assert judge(burning(FIRST_BAD, fast), 0.005).passed
+    slow = AlarmChange("FilesOnTimeSlowBurn", "OK", "ALARM", 13.5, 2700.0)
+    verdict = judge(burning(FIRST_BAD, slow, fast), 0.005)
+    assert verdict.problems == ("FilesOnTimeSlowBurn went to ALARM while the fault acted: it must stay quiet",)
+    # Before the injection or after the fault was cleared, it is not the fault's doing.
+    before, after = (replace(slow, real_at=10.5), replace(slow, real_at=17.0))
+    assert judge(burning(before, FIRST_BAD, fast), 0.005).passed and judge(burning(FIRST_BAD, fast, after), 0.005).passed
+
+
+def test_the_time_to_fire_is_measured_from_the_first_bad_file_against_the_computed_one() -> None:
+    fast = AlarmChange("FilesOnTimeFastBurn", "OK", "ALARM", 14.0, 2800.0)  # 2 s real after the first bad file
+    verdict = judge(burning(FIRST_BAD, fast), 0.005)
+    assert (verdict.computed_virtual, verdict.timed_virtual) == (518.4, 400.0)
+    assert verdict.timed_text == "from the first bad file: computed 8.6 vmin, measured 6.7"
+    late = replace(fast, real_at=16.5)  # 900 virtual s: past 1.5x the computed time (a slower file rate) and two evaluations
+    assert judge(burning(FIRST_BAD, late), 0.005).problems == (
+        "FilesOnTimeFastBurn fired 900 s (virtual) after FilesOnTimeFastBurn5m (the first bad file): later than its "
+        "computed 518 s allows",
+    )
+    within_slack = replace(fast, real_at=15.8)  # 760 s: as measured on the sandbox when failed runs end slower
+    assert judge(burning(FIRST_BAD, within_slack), 0.005).passed
+    unseen = judge(burning(fast), 0.005)  # the first bad file's window never seen: nothing to time
+    assert unseen.passed and unseen.timed_virtual is None and unseen.timed_text.endswith("not measured")
+
+
+def test_a_fault_spec_with_the_objectives_fields_round_trips_and_an_old_record_gets_defaults() -> None:
+    observation = burning(FIRST_BAD, AlarmChange("FilesOnTimeFastBurn", "OK", "ALARM", 14.0, 2800.0))
+    result = GameDayResult(0.005, False, [observation], [judge(observation, 0.005)], [], 20.0, 60.0, 3, [])
+    again = GameDayResult.from_dict(result.to_dict())
+    assert again.to_dict() == result.to_dict() and again.faults[0].fault == SUSTAINED
+    old = result.to_dict()
+    for name in ("quiet_alarms", "lead_seconds", "traffic_every", "computed_seconds", "timed_from"):
+        del old["faults"][0]["fault"][name]
+    for name in ("computed_virtual", "timed_virtual"):
+        del old["verdicts"][0][name]
+    spec = GameDayResult.from_dict(old).faults[0].fault
+    assert spec.quiet_alarms == () and spec.computed_seconds is None and spec.timed_from is None
+
+
+def test_the_objectives_faults_in_the_catalog_name_real_alarms_and_stay_out_of_the_short_form() -> None:
+    from alarms.slo_alarms import burn_pairs, window_alarm_ids
+    from alarms.slos import DEFAULT_TARGET, POLICY, time_to_fire_seconds
+    from pipeops.gameday.catalog import SHORT_FAULTS, chosen
+
+    composites = {pair.name_suffix for pair in burn_pairs()}
+    specs = {spec.name: spec for spec in chosen(None, short=False)}
+    slo = {name: spec for name, spec in specs.items() if name.startswith("slo-")}
+    assert set(slo) == {"slo-sustained-failures", "slo-failure-blip", "slo-low-traffic-failures"}
+    assert not set(slo) & set(SHORT_FAULTS) and list(specs)[-3:] == list(slo)  # last, after the cause faults
+    sustained = slo["slo-sustained-failures"]
+    fast = next(alert for alert in POLICY if alert.name == "FastBurn")
+    assert sustained.expected_alarms == ("FilesOnTimeFastBurn",) and sustained.quiet_alarms == ("FilesOnTimeSlowBurn",)
+    assert sustained.computed_seconds == time_to_fire_seconds(fast, DEFAULT_TARGET, 1.0)
+    assert sustained.timed_from in window_alarm_ids()
+    for spec in slo.values():
+        assert set(spec.quiet_alarms) <= composites and spec.lead_seconds
+    for name in ("slo-failure-blip", "slo-low-traffic-failures"):
+        assert {"FilesOnTimeFastBurn", "FilesOnTimeSlowBurn"} <= set(slo[name].quiet_alarms)
