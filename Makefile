@@ -43,6 +43,7 @@ demo: $(STAMP)
 # The short form runs in `make test` (tests/e2e/test_gameday_short.py).
 gameday: $(STAMP)
 	$(BIN)/pipeops gameday --record --report gameday.html
+	$(BIN)/pipeops gameday --slo --record --report gameday-slo.html
 
 clean:
 	rm -rf $(VENV) build *.egg-info

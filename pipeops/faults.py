@@ -483,6 +483,9 @@ _SLO_CATALOG = (
 )
 
 FAULTS: Mapping[str, NamedFault] = {fault.name: fault for fault in (*_CATALOG, *_SLO_CATALOG)}
+# The objective's scenario: its own game day (`pipeops gameday --slo`), as each fault needs six
+# virtual hours of traffic first; the full game day runs the cause faults.
+SLO_SCENARIO: tuple[str, ...] = tuple(fault.name for fault in _SLO_CATALOG)
 
 
 def fault_named(name: str) -> NamedFault:

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 
 def gameday(
-    faults: Annotated[str | None, typer.Option("--faults", help="Comma-separated fault names (default: every one).")] = None,
+    faults: Annotated[str | None, typer.Option("--faults", help="Comma-separated fault names (default: every cause fault; --slo for the objective's).")] = None,
     short: Annotated[bool, typer.Option("--short", help="The short form of the default test suite (3-4 faults).")] = False,
+    slo: Annotated[bool, typer.Option("--slo", help="The objective's scenario: the burn pairs fire, or stay quiet (about 7 min).")] = False,
     report: Annotated[Path | None, typer.Option("--report", help="Write the HTML report (timelines) here.")] = None,
     disable_alarm: Annotated[
         list[str] | None, typer.Option("--disable-alarm", help="Run without this alarm (repeatable): its faults must fail.")
@@ -34,16 +35,16 @@ def gameday(
     a fault goes undetected, an invariant breaks or an alarm fires on healthy traffic; 2 on bad input.
     """
     from pipeops.gameday import docs
-    from pipeops.gameday.catalog import catalog, chosen
+    from pipeops.gameday.catalog import chosen
     from pipeops.gameday.report import render_html
     from pipeops.gameday.runner import play
     from pipeops.gameday.timing import GameDaySettings
 
     names = [name.strip() for name in faults.split(",") if name.strip()] if faults else None
     if record and (names or short or disable_alarm):
-        raise fail("--record keeps a full run only: drop --faults, --short and --disable-alarm")
+        raise fail("--record keeps a full run (or the --slo scenario) only: drop --faults, --short and --disable-alarm")
     try:
-        specs = chosen(names, short=short)
+        specs = chosen(names, short=short, slo=slo)
     except KeyError as exc:
         raise fail(str(exc.args[0])) from None
     if not specs:
@@ -59,8 +60,8 @@ def gameday(
         result = play(specs, settings, progress)
     if report is not None:
         report.write_text(render_html(result), encoding="utf-8")
-    if record and len(specs) == len(catalog()):
-        docs.write(result)
+    if record:
+        docs.write(result, slo=slo)
     if as_json:
         render.emit_json("gameday", result.to_dict())
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipeops.faults import FAULTS, FaultTarget, NamedFault, clear, inject
+from pipeops.faults import FAULTS, SLO_SCENARIO, FaultTarget, NamedFault, clear, inject
 from pipeops.gameday.model import FaultSpec
 from stack.resources import StackResources
 
@@ -22,9 +22,8 @@ from stack.resources import StackResources
 # delays it and cannot hide it. Not the router crashes: RouterErrors wants errors in 3 of 5 minutes,
 # 1.5 s real at the game day's time scale, which a starved router does not produce while the crash
 # keeps failing job messages into the DLQ. Not a fault absorbed with no alarm at all
-# (status-events-duplicated): under CPU load CounterDrift can fire on slots merely in transit (taken
-# and not started yet, or ended and not released yet) at three reconciler runs in a row. Both stay
-# in the full game day.
+# (status-events-duplicated): it proves a silence, which costs its whole duration. Both stay in the
+# full game day.
 SHORT_FAULTS: tuple[str, ...] = ("function-errors", "poison-messages", "counter-negative", "tracker-dlq-events")
 
 
@@ -33,9 +32,9 @@ def catalog() -> Mapping[str, NamedFault]:
     return dict(FAULTS)
 
 
-def chosen(names: Sequence[str] | None, *, short: bool) -> list[FaultSpec]:
-    """The faults to run: those named, else the short form's, else every one; KeyError names an
-    unknown one."""
+def chosen(names: Sequence[str] | None, *, short: bool, slo: bool = False) -> list[FaultSpec]:
+    """The faults to run: those named, else the short form's, else the objective's scenario
+    (`slo`), else every cause fault; KeyError names an unknown one."""
     faults = catalog()
     if names:
         unknown = [name for name in names if name not in faults]
@@ -44,8 +43,10 @@ def chosen(names: Sequence[str] | None, *, short: bool) -> list[FaultSpec]:
         picked = list(names)
     elif short:
         picked = list(SHORT_FAULTS)
+    elif slo:
+        picked = list(SLO_SCENARIO)
     else:
-        picked = list(faults)
+        picked = [name for name in faults if name not in SLO_SCENARIO]
     return [FaultSpec.of(faults[name]) for name in picked]
 
 

@@ -20,6 +20,7 @@ from pipeops.gameday.model import FaultSpec, GameDayResult
 ROOT = Path(__file__).resolve().parent.parent.parent
 PAGE = ROOT / "docs" / "GAMEDAY.md"
 RECORD = ROOT / "docs" / "GAMEDAY.json"
+SLO_RECORD = ROOT / "docs" / "GAMEDAY-slo.json"  # the objective's scenario (`pipeops gameday --slo --record`)
 
 
 def record_of(result: GameDayResult) -> dict[str, Any]:
@@ -47,9 +48,11 @@ def _computed(computed: float | None, measured: float | None, since: str | None)
     return f"computed {computed / 60:.1f} min from the first bad file ({since} in ALARM){found}"
 
 
-def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | None) -> str:
-    """The page: one row per catalog fault, measured where the recorded run has it."""
-    measured = {row["fault"]: row for row in (record or {}).get("verdicts", [])}
+def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | None,
+                    slo_record: Mapping[str, Any] | None = None) -> str:
+    """The page: one row per catalog fault, measured where a recorded run has it."""
+    measured = {row["fault"]: row for rec in (record, slo_record) for row in (rec or {}).get("verdicts", [])}
+    in_full = len((record or {}).get("verdicts", []))
     lines = [
         "# Game day",
         "",
@@ -69,12 +72,19 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
         verdict = "passed" if record.get("passed") else "FAILED"
         false = ", ".join(record.get("false_alarms", [])) or "none"
         lines += [
-            f"Last full run: **{verdict}**, {len(measured)} fault(s) in {record['seconds']:.0f} s real at time scale "
+            f"Last full run: **{verdict}**, {in_full} fault(s) in {record['seconds']:.0f} s real at time scale "
             f"{record['time_scale']:g}; false alarms in the healthy phase: {false}.",
             "",
         ]
     else:
         lines += ["No full game day recorded yet: run `make gameday`.", ""]
+    if slo_record:
+        verdict = "passed" if slo_record.get("passed") else "FAILED"
+        lines += [
+            f"Last objective scenario (`pipeops gameday --slo`): **{verdict}**, {len(slo_record.get('verdicts', []))} "
+            f"fault(s) in {slo_record['seconds']:.0f} s real.",
+            "",
+        ]
     lines += [
         "Detect: from the injection to the expected alarm in ALARM. Repair: from the fault cleared to every alarm OK.",
         "A fault with no expected alarm is absorbed by design (a duplicate is harmless): it passes only if no alarm fires.",
@@ -84,7 +94,7 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
         "The `slo-` faults prove the objective's burn pairs: each first lets six virtual hours of traffic fill the slow",
         "pair's window (a burn rate is a share of the files there; 111 s real each at time scale 0.005), a fault's quiet",
         "alarms must not go to ALARM while it acts, and the sustained one's detect shows its computed time to fire",
-        "beside the measured one, both from the first bad file. They run last in the full game day, not in the short one.",
+        "beside the measured one, both from the first bad file. They are their own game day, `pipeops gameday --slo` (`make gameday` runs both), in neither the full nor the short one.",
         "",
         "| fault | what it breaks | expected alarm | fired | detect | remedy | repair | notified | invariants |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -115,20 +125,21 @@ def render_markdown(faults: Sequence[FaultSpec], record: Mapping[str, Any] | Non
     return "\n".join(lines) + "\n"
 
 
-def recorded() -> dict[str, Any] | None:
-    return json.loads(RECORD.read_text(encoding="utf-8")) if RECORD.exists() else None
+def recorded(path: Path = RECORD) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def current() -> str:
     from pipeops.gameday.catalog import catalog
 
-    return render_markdown([FaultSpec.of(fault) for fault in catalog().values()], recorded())
+    return render_markdown([FaultSpec.of(fault) for fault in catalog().values()], recorded(), recorded(SLO_RECORD))
 
 
-def write(result: GameDayResult | None = None) -> bool:
-    """Record `result` (a full run) if given, then rewrite the page; whether the page changed."""
+def write(result: GameDayResult | None = None, *, slo: bool = False) -> bool:
+    """Record `result` (a full run, or the objective's scenario) if given, then rewrite the page;
+    whether the page changed."""
     if result is not None:
-        RECORD.write_text(json.dumps(record_of(result), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (SLO_RECORD if slo else RECORD).write_text(json.dumps(record_of(result), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     text = current()
     if PAGE.exists() and PAGE.read_text(encoding="utf-8") == text:
         return False
