@@ -23,7 +23,7 @@ from pipeline.aws import client
 from pipeline.stores.audit import AuditStore, AuditStream
 from pipeline.telemetry import logger
 from pipeline.telemetry.handler import instrumented
-from runbooks.automation.redrive import MOVE_TASK_RATE, queue_arn, sendable, unsupported
+from runbooks.automation.redrive import MOVE_TASK_RATE, queue_arn, queue_depth, sendable, unsupported
 from runbooks.catalog import Runbook
 
 Client = Callable[[str], Any]  # a client per service: the Lambda's shared ones, or the CLI's connection
@@ -46,12 +46,7 @@ class SidecarQueues:
 
 def depths(sqs: Any, queues: Sequence[str]) -> dict[str, int]:
     """Each queue's visible messages."""
-    found = {}
-    for name in queues:
-        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-        found[name] = int(attributes.get("ApproximateNumberOfMessages", 0))
-    return found
+    return {name: queue_depth(sqs, sqs.get_queue_url(QueueName=name)["QueueUrl"])["visible"] for name in queues}
 
 
 def _answer(verdict: str, evidence: Mapping[str, str], moves: Mapping[str, str] | None = None, error: str = "") -> dict[str, Any]:
