@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.goal_row import GoalRow
-from bench.sections import replace_section
+from bench.sections import write_section
 
 SECTION = "goals"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -147,8 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         outcomes = run_benches(names)
     body = render(outcomes, machine, started_at)
-    text = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-    args.out.write_text(replace_section(text, SECTION, body), encoding="utf-8")
+    write_section(args.out, SECTION, body)
     if args.json and not args.render:
         args.json.write_text(
             json.dumps(

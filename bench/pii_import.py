@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.sections import replace_section
+from bench.sections import write_section
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = PROJECT_ROOT / "docs" / "PERFORMANCE.md"
@@ -280,8 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(results, indent=2))
     if args.before_root:
         before, after = results
-        text = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-        args.out.write_text(replace_section(text, SECTION, render(before, after)), encoding="utf-8")
+        write_section(args.out, SECTION, render(before, after))
     return 0
 
 

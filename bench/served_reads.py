@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.goal_row import GoalRow
-from bench.sections import replace_section
+from bench.sections import write_section
 
 SECTION = "served-reads"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -456,8 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(dataclasses.asdict(results), indent=2), encoding="utf-8")
     body = render(results)
-    text = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-    args.out.write_text(replace_section(text, SECTION, body), encoding="utf-8")
+    write_section(args.out, SECTION, body)
     print(body)
     return 0
 

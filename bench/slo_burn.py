@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from alarms.slos import DEFAULT_TARGET, POLICY, BurnAlert, Indicator, min_files, time_to_fire_seconds
-from bench.sections import replace_section
+from bench.sections import write_section
 
 SECTION = "slo-burn"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
@@ -306,8 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps([dataclasses.asdict(r) for r in runs], indent=2), encoding="utf-8")
     body = render(runs)
-    text = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-    args.out.write_text(replace_section(text, SECTION, body), encoding="utf-8")
+    write_section(args.out, SECTION, body)
     print(body)
     return 0
 
