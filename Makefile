@@ -19,14 +19,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Two workers, a test file each at a time (a file's tests share its fixtures and order): most of the
-# suite's time is sandboxes waiting on their pollers and schedules, so two overlap well on 2 cores
-# (measured: 11.5 min with two busy loops beside it, where one worker took 14.6 min on an idle machine).
+# Three workers on 2 cores, a test file each at a time (a file's tests share its fixtures and order):
+# most of the suite's time is sandboxes waiting on their pollers, schedules and alarm clocks (with
+# two workers the CPU was busy about half the wall time), so a third overlaps its waits with the
+# others' work. Measured on an idle 2-core machine, same commit: 2 workers WALL2 s, 3 workers WALL3 s.
+# No test depends on a handler finishing within a scaled-down timeout, so a busier CPU makes the
+# waits longer, never a result different.
 # Files go out in collection order (--no-loadscope-reorder): xdist's default hands out the files
 # with the most tests first, which leaves the one-test files -- here the sandbox tests of a minute
-# each -- for the end, where one worker runs them while the other idles. In collection order the
+# each -- for the end, where one worker runs them while the others idle. In collection order the
 # sandbox-heavy directories (browser, cli, e2e) start first and tests/unit's small files fill the end.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 test: lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from alarms.cloudformation import COMPOSITE
 from alarms.live import spec_of
+from alarms.slo_alarms import window_alarm_ids
 from pipeline.jobs import job_id_for_key
 from pipeline.status import FileOutcome, JobStatus
 from pipeline.stores.executions import ExecutionsStore
@@ -283,6 +284,24 @@ def alarm_lines(cloudwatch: Any, stack_name: str) -> list[AlarmLine]:
             )
     order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
     return sorted(lines, key=lambda line: (order.get(line.state, 3), line.name))
+
+
+def in_alarm(lines: Sequence[AlarmLine]) -> tuple[list[str], list[str]]:
+    """(alarms in ALARM that notify, burn-rate windows in ALARM). A window alone notifies no one:
+    its pair's composite does, and a long window stays in ALARM for its length after files missed."""
+    windows = window_alarm_ids()
+    alarming = [line.name for line in lines if line.state == "ALARM"]
+    return [name for name in alarming if name not in windows], [name for name in alarming if name in windows]
+
+
+def windows_sentence(windows: Sequence[str]) -> str:
+    """The burn windows in ALARM, said as what they are ("" when none)."""
+    if not windows:
+        return ""
+    return (
+        f" Burn-rate windows over their threshold, which notify no one alone: {', '.join(windows)} (files that"
+        " could not be redacted count as missed for the on-time objective)."
+    )
 
 
 def not_ok(lines: Sequence[AlarmLine]) -> list[AlarmLine]:
@@ -589,8 +608,8 @@ def _print_breakage(console: Any, incident: IncidentResult) -> None:
         f"{1 / scale:.0f} virtual seconds."
     )
     console.print()
-    alarming = [line.name for line in incident.not_ok_before if line.state == "ALARM"]
-    console.print(f"Before: {'in ALARM: ' + ', '.join(alarming) if alarming else 'no alarm in ALARM'}.")
+    alarming, windows = in_alarm(incident.not_ok_before)
+    console.print(f"Before: {'in ALARM: ' + ', '.join(alarming) if alarming else 'no alarm in ALARM'}.{windows_sentence(windows)}")
     console.print()
 
 
@@ -668,8 +687,12 @@ def _print_recovery(console: Any, incident: IncidentResult) -> None:
     console.print()
     ok_after = incident.recovered_after is not None
     holders = ", ".join(incident.final_holders) or "no holder"
+    alarming, windows = in_alarm(incident.not_ok_after)
+    alarms_after = f"in ALARM: {', '.join(alarming)}" if alarming else "no alarm in ALARM"
+    if windows:
+        alarms_after += f" ({len(windows)} burn window(s) still over threshold, notifying no one)"
     console.print(
         f"{'[green]incident closed:[/green]' if ok_after and not incident.violations else '[red]incident open:[/red]'} "
         f"active_count {incident.final_active_count}, {holders}, DLQ depth {incident.final_dlq_depth}, "
-        f"{'no alarm in ALARM' if ok_after else 'alarms still in ALARM'}; act 2 took {incident.seconds:.1f} s"
+        f"{alarms_after}; act 2 took {incident.seconds:.1f} s"
     )

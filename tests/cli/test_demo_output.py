@@ -18,7 +18,7 @@ import boto3
 import pytest
 
 from alarms.live import spec_of
-from pipeops.demo import AlarmLine, alarm_lines, all_in, not_ok, others_summary
+from pipeops.demo import AlarmLine, alarm_lines, all_in, in_alarm, not_ok, others_summary, windows_sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH = "110"  # the README's sample is printed at this width
@@ -111,6 +111,19 @@ def test_alarms_left_out_of_the_table_are_a_count_and_those_without_data_are_nam
     waiting = [AlarmLine("Throttles", "INSUFFICIENT_DATA", "", "", ""), AlarmLine("Drift", "ALARM", "", "", "")]
     assert others_summary(waiting, 40) == "40 other alarm(s) OK; 1 with no data yet (INSUFFICIENT_DATA: Throttles)"
     assert others_summary(waiting[1:], 42) == "42 other alarm(s) OK"
+
+
+def test_burn_windows_in_alarm_are_said_apart_from_the_alarms_that_notify() -> None:
+    """Act 1's unreadable sample file is a missed file: the long burn windows may be in ALARM before
+    the incident. They notify no one alone, so "Before" must not list them as alarms in ALARM."""
+    lines = [
+        AlarmLine("FilesOnTimeSlowBurn30m", "ALARM", "", "", ""),
+        AlarmLine("DlqNotEmpty", "ALARM", "", "", ""),
+        AlarmLine("CounterDrift", "OK", "", "", ""),
+    ]
+    assert in_alarm(lines) == (["DlqNotEmpty"], ["FilesOnTimeSlowBurn30m"])
+    assert in_alarm(lines[2:]) == ([], [])
+    assert "FilesOnTimeSlowBurn30m" in windows_sentence(["FilesOnTimeSlowBurn30m"]) and windows_sentence([]) == ""
 
 
 @pytest.mark.slow

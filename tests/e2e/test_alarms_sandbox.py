@@ -153,9 +153,12 @@ STALL_ALARMS = ("CounterDrift", "SlotsFullIdle", "BacklogStalled")
 def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(make_sandbox: Any) -> None:
     # The scheduled reconciler reports without repairing, so the drift stays until someone acts.
     # CounterDrift needs three 5-minute periods: one virtual minute is 1.2 s here, not the default 3 s.
+    # The leaked slot counts as drift once its execution has ended longer than the grace ago: the
+    # grace is real seconds (120 by default), and report-only passes cannot release a slot in transit.
     sandbox = make_sandbox(
         MaxConcurrentWorkflows="1",
         ReconcileApply="false",
+        ReconcileGraceSeconds="5",
         BacklogStallSeconds="10",
         time_scale=TimeScale(0.02),
     )

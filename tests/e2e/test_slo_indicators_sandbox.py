@@ -4,7 +4,9 @@ however many reconciler passes see it, and nothing more when it ends late (Files
 run by hand is reported by FilesLost until it is uploaded again.
 
 Timestamps are wall-clock in the sandbox (only waits are scaled), so the deadline of 1 minute is
-one real minute: the test waits it out once.
+one real minute. Rather than wait it out, the test moves the two clocks the reconciler reads back
+by two minutes, as if the stalled files had been uploaded that long ago: their runs' `queued_at`
+(overdue runs) and their claims' `claimed_at` (lost files).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.jobs import parse_timestamp
+from pipeline.deadline import is_overdue
+from pipeline.jobs import format_timestamp, parse_timestamp
 from pipeline.queue import JobQueue
 from pipeline.status import DeadlineCount, JobStatus
 from pipeline.telemetry.catalog import Metric
@@ -54,6 +57,35 @@ def remove_from_its_run(sandbox: Any, key: str) -> None:
     )
 
 
+def uploaded_earlier(sandbox: Any, stalled: list[Any], by: timedelta) -> None:
+    """The stalled runs and every unsettled claim as if written `by` earlier: what waiting that long
+    would have left in the tables. Conditional on the time read, as any write that could race."""
+    dynamodb = sandbox.client("dynamodb")
+
+    def moved(stamp: str) -> str:
+        return format_timestamp(parse_timestamp(stamp) - by)
+
+    for run in stalled:
+        dynamodb.update_item(
+            TableName=sandbox.outputs["TrackingTableName"],
+            Key={"job_id": {"S": run.job_id}, "started_at": {"S": run.started_at}},
+            UpdateExpression="SET queued_at = :moved",
+            ConditionExpression="queued_at = :read",
+            ExpressionAttributeValues={":moved": {"S": moved(run.queued_at)}, ":read": {"S": run.queued_at}},
+        )
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=sandbox.outputs["CoordinationTableName"], FilterExpression="attribute_exists(unsettled)"
+    )
+    for claim in (item for page in pages for item in page["Items"]):
+        dynamodb.update_item(
+            TableName=sandbox.outputs["CoordinationTableName"],
+            Key={"doc_key": claim["doc_key"]},
+            UpdateExpression="SET claimed_at = :moved",
+            ConditionExpression="claimed_at = :read",
+            ExpressionAttributeValues={":moved": {"S": moved(claim["claimed_at"]["S"])}, ":read": claim["claimed_at"]},
+        )
+
+
 def test_on_time_overdue_once_and_lost_until_uploaded_again(make_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # A long reconciler grace: its passes count, and never announce the stalled runs again.
     sandbox = held_off(make_sandbox(FileDeadlineMinutes=str(DEADLINE_MINUTES), ReconcileGraceSeconds="3600"))
@@ -74,8 +106,8 @@ def test_on_time_overdue_once_and_lost_until_uploaded_again(make_sandbox: Any, m
     remove_from_its_run(sandbox, "lost/a.txt")
     stalled = [run for run in runs(sandbox) if run.status is JobStatus.QUEUED]
     assert len(stalled) == 2
-    past = max(parse_timestamp(run.queued_at) for run in stalled) + timedelta(minutes=DEADLINE_MINUTES, seconds=1)
-    wait_for(lambda: datetime.now(UTC) > past, timeout=180)
+    uploaded_earlier(sandbox, stalled, timedelta(minutes=DEADLINE_MINUTES + 1))
+    assert all(is_overdue(run.queued_at, datetime.now(UTC), timedelta(minutes=DEADLINE_MINUTES)) for run in runs(sandbox) if run.status is JobStatus.QUEUED)
 
     passes = [reconciler_pass(sandbox) for _ in range(3)]
     assert [p["overdue_files"] for p in passes] == [2, 0, 0]  # stalled.txt and lost/b.txt, once
@@ -88,6 +120,9 @@ def test_on_time_overdue_once_and_lost_until_uploaded_again(make_sandbox: Any, m
     assert reconciler_pass(sandbox)["lost_files"] == 0
 
     # The stalled runs are announced again and end, late: counted overdue already, nothing more.
+    # Again only once no message for them can be on its way (their announce deadline, seconds away).
+    unheard = max(parse_timestamp(run.announce_deadline) for run in runs(sandbox) if run.status is JobStatus.QUEUED)
+    wait_for(lambda: datetime.now(UTC) > unheard, timeout=120)
     repaired = CliRunner().invoke(app, ["reconcile", "--apply", "--grace-seconds", "0", "--json"])
     assert repaired.exit_code in (0, 1), repaired.output
     wait_for(lambda: all(run.status is JobStatus.COMPLETE for run in runs(sandbox)), timeout=180)
