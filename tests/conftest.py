@@ -360,11 +360,13 @@ def depth(sandbox: Any, output: str) -> int:
     return sum(int(value) for value in attributes.values())
 
 def runs(sandbox: Any) -> list[RunRecord]:
+    """Every run of the sandbox's tracking table, oldest first (a consistent scan: tests only)."""
     items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
-    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
+    return sorted((RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY), key=lambda r: r.started_at)
 
-def put(sandbox: Any, key: str) -> None:
-    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=b"mail ann@corp.example\n")
+def put(sandbox: Any, key: str, body: bytes = b"mail ann@corp.example\n") -> None:
+    """Upload `key` to the sandbox's input bucket (one email by default: a file with PII)."""
+    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=body)
 
 def send(sandbox: Any, output: str, body: str) -> None:
     sandbox.client("sqs").send_message(QueueUrl=sandbox.outputs[output], MessageBody=body)
@@ -403,14 +405,30 @@ def run_of(sandbox: Any, key: str) -> RunRecord | None:
     return max(found, key=lambda run: run.started_at) if found else None
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
-    """Poll `predicate` (never a timing assertion: the timeout only ends a test that hangs)."""
-    import time
-
+def wait_for(predicate: Callable[[], bool], timeout: float = 120.0, what: str = "", every: float = 0.1) -> None:
+    """Poll `predicate` every `every` seconds (never a timing assertion: the timeout only ends a
+    test that hangs). A slower poll for predicates that read many alarms or metrics."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
+        assert time.monotonic() < deadline, f"timed out waiting for {what}" if what else "timed out waiting"
+        time.sleep(every)
+
+
+def indicator_datum(sandbox: Any, name: str, function: str, value: float, when: datetime | None = None) -> dict[str, Any]:
+    """One MetricData entry of `name` as the stack's `function` publishes it (the catalog's dimensions)."""
+    datum: dict[str, Any] = {
+        "MetricName": name,
+        "Dimensions": [
+            {"Name": "service", "Value": "pipeops-pipeline"},
+            {"Name": "stage", "Value": "dev"},
+            {"Name": "function", "Value": sandbox.outputs[f"{function}Name"]},
+        ],
+        "Value": value,
+        "Unit": "Count",
+    }
+    if when is not None:
+        datum["Timestamp"] = when
+    return datum
 
 
 def held_off(sandbox: Any) -> Any:

@@ -9,26 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeops.cli import app
-from tests.conftest import envelope
+from tests.conftest import envelope, indicator_datum
 
 
 def put_indicator(sandbox, name: str, function: str, value: float, when: datetime) -> None:
-    sandbox.client("cloudwatch").put_metric_data(
-        Namespace="PipeOps",
-        MetricData=[
-            {
-                "MetricName": name,
-                "Dimensions": [
-                    {"Name": "service", "Value": "pipeops-pipeline"},
-                    {"Name": "stage", "Value": "dev"},
-                    {"Name": "function", "Value": sandbox.outputs[f"{function}Name"]},
-                ],
-                "Timestamp": when,
-                "Value": value,
-                "Unit": "Count",
-            }
-        ],
-    )
+    sandbox.client("cloudwatch").put_metric_data(Namespace="PipeOps", MetricData=[indicator_datum(sandbox, name, function, value, when)])
 
 
 def test_slo_reports_the_budget_and_burn_of_what_was_emitted(sandbox) -> None:

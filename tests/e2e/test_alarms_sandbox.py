@@ -10,8 +10,6 @@ on alarm states, never on a fixed sleep.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,19 +19,11 @@ from typer.testing import CliRunner
 from alarms.catalog import DEFAULT_RUNBOOK_BASE_URL
 from pipeline.status import JobStatus
 from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.cli import app
 from sandbox.clock import TimeScale
-from tests.conftest import alarm_states, envelope, subscribe_a_queue
+from tests.conftest import alarm_states, envelope, runs, subscribe_a_queue, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def notifications(sandbox: Any, url: str) -> list[dict[str, Any]]:
@@ -49,7 +39,7 @@ def notifications(sandbox: Any, url: str) -> list[dict[str, Any]]:
 def wait_virtual(sandbox: Any, minutes: float) -> None:
     """Until the alarm engine's clock has moved `minutes` virtual minutes, then one more pass."""
     target = sandbox.alarms.virtual_now() + timedelta(minutes=minutes)
-    wait_until(lambda: sandbox.alarms.virtual_now() >= target, 600, f"{minutes} virtual minutes")
+    wait_for(lambda: sandbox.alarms.virtual_now() >= target, 600, f"{minutes} virtual minutes", every=0.5)
     sandbox.alarms.evaluate_now()
 
 
@@ -61,8 +51,8 @@ def test_one_incident_pages_once_through_the_composite(sandbox: Any) -> None:
     main = sandbox.outputs["MainQueueUrl"]
     sqs.set_queue_attributes(QueueUrl=main, Attributes={"VisibilityTimeout": "20"})  # 1 s at the time scale
     sqs.send_message(QueueUrl=main, MessageBody='{"v": 1, "job_id": 42')
-    wait_until(lambda: alarm_states(sandbox).get("DlqNotEmpty") == "ALARM", 300, "the DLQ alarm")
-    wait_until(lambda: alarm_states(sandbox).get("PipelineUnhealthy") == "ALARM", 60, "the composite")
+    wait_for(lambda: alarm_states(sandbox).get("DlqNotEmpty") == "ALARM", 300, "the DLQ alarm", every=0.5)
+    wait_for(lambda: alarm_states(sandbox).get("PipelineUnhealthy") == "ALARM", 60, "the composite", every=0.5)
     wait_virtual(sandbox, 10)  # everything the incident fires has fired
 
     pages = notifications(sandbox, pager)
@@ -106,8 +96,8 @@ def test_a_dynamodb_throttle_episode_alarms_and_then_returns_to_ok(make_sandbox:
         cloudwatch.put_metric_data(Namespace="AWS/DynamoDB", MetricData=[throttles])
         return alarm_states(sandbox).get("CoordinationWriteThrottles") == "ALARM"
 
-    wait_until(throttled, 300, "the throttle alarm")  # 5 virtual minutes of throttles
-    wait_until(lambda: alarm_states(sandbox).get("CoordinationWriteThrottles") == "OK", 300, "the alarm back to OK")
+    wait_for(throttled, 300, "the throttle alarm", every=0.5)  # 5 virtual minutes of throttles
+    wait_for(lambda: alarm_states(sandbox).get("CoordinationWriteThrottles") == "OK", 300, "the alarm back to OK", every=0.5)
     wait_virtual(sandbox, 10)  # and it stays there once the episode has left the range
     assert alarm_states(sandbox)["CoordinationWriteThrottles"] == "OK"
 
@@ -142,11 +132,6 @@ def test_alarms_check_agrees_with_the_engine_on_a_healthy_sandbox(make_sandbox: 
     assert [name for name, check in checks.items() if check.verdict == "ALARM"] == []
 
 
-def runs(sandbox: Any) -> list[RunRecord]:
-    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
-    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
-
-
 STALL_ALARMS = ("CounterDrift", "SlotsFullIdle", "BacklogStalled")
 
 
@@ -167,10 +152,10 @@ def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(mak
     put = sandbox.client("s3").put_object
     bucket = sandbox.outputs["InputBucketName"]
     put(Bucket=bucket, Key="first.txt", Body=b"mail ann@corp.example\n")
-    wait_until(lambda: [r.status for r in runs(sandbox)] == [JobStatus.COMPLETE], 300, "the first run")
+    wait_for(lambda: [r.status for r in runs(sandbox)] == [JobStatus.COMPLETE], 300, "the first run", every=0.5)
     put(Bucket=bucket, Key="second.txt", Body=b"mail bob@corp.example\n")  # waits for a slot forever
 
-    wait_until(lambda: all(alarm_states(sandbox).get(a) == "ALARM" for a in STALL_ALARMS), 600, "the stall alarms")
+    wait_for(lambda: all(alarm_states(sandbox).get(a) == "ALARM" for a in STALL_ALARMS), 600, "the stall alarms", every=0.5)
     seen = alarm_states(sandbox)
     assert seen["PipelineUnhealthy"] == "ALARM"
     status = CliRunner().invoke(app, ["status", "--json"])
@@ -180,8 +165,8 @@ def test_a_lost_status_event_pages_drift_and_stall_and_reconcile_clears_them(mak
     repaired = CliRunner().invoke(app, ["reconcile", "--apply", "--grace-seconds", "0", "--json"])
     assert [a["kind"] for a in envelope(repaired.output, "reconcile")["actions"]] == ["release_holder"]
     sandbox.bus.resume_rule(rule)  # the held event is delivered late: the tracker finds no holder
-    wait_until(lambda: all(r.status is JobStatus.COMPLETE for r in runs(sandbox)) and len(runs(sandbox)) == 2, 300, "the second run")
-    wait_until(lambda: all(alarm_states(sandbox).get(a) == "OK" for a in STALL_ALARMS), 600, "the alarms to clear")
+    wait_for(lambda: all(r.status is JobStatus.COMPLETE for r in runs(sandbox)) and len(runs(sandbox)) == 2, 300, "the second run", every=0.5)
+    wait_for(lambda: all(alarm_states(sandbox).get(a) == "OK" for a in STALL_ALARMS), 600, "the alarms to clear", every=0.5)
     state = Semaphore(sandbox.outputs["CoordinationTableName"], sandbox.client("dynamodb")).read()
     assert state.active_count == 0 and state.holders == {}
 
@@ -197,9 +182,9 @@ def test_a_count_below_its_holders_pages_until_the_reconciler_sets_it_right(make
         UpdateExpression="SET active_count = :n ADD version :one",
         ExpressionAttributeValues={":n": {"N": "-3"}, ":one": {"N": "1"}},
     )
-    wait_until(lambda: alarm_states(sandbox).get("CounterBelowRunning") == "ALARM", 300, "the below-count alarm")
+    wait_for(lambda: alarm_states(sandbox).get("CounterBelowRunning") == "ALARM", 300, "the below-count alarm", every=0.5)
     assert alarm_states(sandbox)["CounterDrift"] != "ALARM"  # the other side is not this one
-    wait_until(lambda: alarm_states(sandbox).get("CounterBelowRunning") == "OK", 300, "the alarm back to OK")
+    wait_for(lambda: alarm_states(sandbox).get("CounterBelowRunning") == "OK", 300, "the alarm back to OK", every=0.5)
     page = sandbox.deployment.resources["AlarmTopic"]
     paged = [(t.alarm_name, t.new_state.value) for t in sandbox.alarms.transitions if page in t.notified]
     assert paged == [("pipeops-PipelineUnhealthy", "ALARM")]

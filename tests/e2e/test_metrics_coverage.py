@@ -13,7 +13,6 @@ test that covers them instead.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -23,10 +22,10 @@ from dashboards.build import operations_body, resolve
 from dashboards.metric_rows import expand_metrics
 from pipeline.jobs import JobMessage
 from pipeline.status import JobStatus
-from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from pipeops.dashboard import stack_names, stack_parameters
 from stack.resources import Connection
 from stack.template import load_template
+from tests.conftest import runs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,18 +49,6 @@ NOT_IN_A_REALTIME_SANDBOX = {
 }
 ONLY_ON_THROTTLING = {"Throttles", "ReadThrottleEvents", "WriteThrottleEvents", "ConditionalCheckFailedRequests"}
 BATCH_ONLY_FUNCTION = "BatchTriggerFunction"  # its schedule is disabled in realtime mode
-
-
-def runs(sandbox: Any) -> list[RunRecord]:
-    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
-    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
-
-
-def wait_until(predicate: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def emitted(sandbox: Any) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
@@ -115,7 +102,7 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
     }.items():
         s3.put_object(Bucket=bucket, Key=key, Body=body)
     sqs.send_message(QueueUrl=sandbox.outputs["MainQueueUrl"], MessageBody='{"v": 1, "job_id": 42')  # poison
-    wait_until(lambda: any(name == "CapacityWaits" for _, name, _ in emitted(sandbox)), 120)
+    wait_for(lambda: any(name == "CapacityWaits" for _, name, _ in emitted(sandbox)), 120, every=0.2)
     gate.release("held-by-the-test")
     assert sandbox.wait_until_idle(300)
     [done] = [run for run in runs(sandbox) if run.job_id == "one.txt"]
@@ -135,7 +122,7 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
 
     monkeypatch.setattr(finalize_handler, "finalize", fail_the_verdict)
     s3.put_object(Bucket=bucket, Key="doomed.txt", Body=b"mail cy@corp.example\n")
-    wait_until(lambda: any(r.job_id == "doomed.txt" and r.status.is_terminal for r in runs(sandbox)), 300)
+    wait_for(lambda: any(r.job_id == "doomed.txt" and r.status.is_terminal for r in runs(sandbox)), 300, every=0.2)
     [doomed] = [run for run in runs(sandbox) if run.job_id == "doomed.txt"]
     assert doomed.status is JobStatus.FAILED
     assert sandbox.wait_until_idle(120)
@@ -150,7 +137,7 @@ def test_every_metric_an_alarm_or_widget_names_is_emitted(make_sandbox: Any, mon
         FunctionName=router, Environment={"Variables": variables | {"REDACTION_MODE": "synthetic"}}
     )
     s3.put_object(Bucket=bucket, Key="synthetic.txt", Body=b"mail eve@corp.example, call 555-201-3344\n")
-    wait_until(lambda: any(r.job_id == "synthetic.txt" and r.status.is_terminal for r in runs(sandbox)), 300)
+    wait_for(lambda: any(r.job_id == "synthetic.txt" and r.status.is_terminal for r in runs(sandbox)), 300, every=0.2)
     [synthetic] = [run for run in runs(sandbox) if run.job_id == "synthetic.txt"]
     assert synthetic.status is JobStatus.COMPLETE and synthetic.mapping_s3_key
     # The reconciler's metrics (it also runs on its schedule): a dry run, and an applying pass, the

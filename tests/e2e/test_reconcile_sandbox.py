@@ -14,9 +14,9 @@ from pipeline.jobs import parse_timestamp
 from pipeline.status import JobStatus
 from pipeline.stores.audit import AUDIT_PREFIX
 from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
+from pipeline.stores.tracking import RunRecord
 from pipeops.cli import app
-from tests.conftest import alarm_states, envelope
+from tests.conftest import alarm_states, envelope, put, runs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -53,15 +53,6 @@ def semaphore(sandbox: Any) -> Semaphore:
 def audits(sandbox: Any) -> list[dict[str, Any]]:
     items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["CoordinationTableName"])["Items"]
     return [item for item in items if item["doc_key"]["S"].startswith(AUDIT_PREFIX)]
-
-
-def runs(sandbox: Any) -> list[RunRecord]:
-    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
-    return [RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY]
-
-
-def put(sandbox: Any, key: str, body: bytes = b"mail ann@corp.example\n") -> None:
-    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=body)
 
 
 def test_an_edited_count_is_reported_then_repaired_then_clean(sandbox: Any) -> None:
@@ -268,15 +259,6 @@ def schedule_rule_of(sandbox: Any, function_output: str) -> str:
     names = events.list_rule_names_by_target(TargetArn=function["Configuration"]["FunctionArn"])["RuleNames"]
     [scheduled] = [name for name in names if events.describe_rule(Name=name).get("ScheduleExpression")]
     return scheduled
-
-
-def wait_for(predicate: Any, timeout: float = 120.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
 
 
 def test_a_lost_router_message_leaves_a_queued_run_that_reconcile_announces_again(

@@ -15,11 +15,10 @@ from pipeline.status import JobStatus
 from pipeline.stores.audit import AuditStream, audit_prefix
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.semaphore import Semaphore
-from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord
 from runbooks.automation.engine import run_runbook
 from runbooks.automation.result import RunbookResult, Verdict
 from stack.resources import StackResources
-from tests.conftest import an_overdue_run_whose_message_was_lost, edit_count, held_off
+from tests.conftest import an_overdue_run_whose_message_was_lost, edit_count, held_off, put, runs
 
 pytestmark = pytest.mark.slow
 LONG_AGO = "2026-01-01T00:00:00.000000Z"
@@ -40,15 +39,6 @@ def audits(sandbox: Any) -> list[str]:
     items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["CoordinationTableName"])["Items"]
     streams = tuple(audit_prefix(stream) for stream in AuditStream)  # the reconciler's repairs and the re-runs
     return sorted(item["action"]["S"] for item in items if item["doc_key"]["S"].startswith(streams))
-
-
-def runs(sandbox: Any) -> list[RunRecord]:
-    items = sandbox.client("dynamodb").scan(TableName=sandbox.outputs["TrackingTableName"], ConsistentRead=True)["Items"]
-    return sorted((RunRecord.from_item(i) for i in items if i["started_at"]["S"] != HEAD_SORT_KEY), key=lambda r: r.started_at)
-
-
-def put(sandbox: Any, key: str) -> None:
-    sandbox.client("s3").put_object(Bucket=sandbox.outputs["InputBucketName"], Key=key, Body=b"mail ann@corp.example\n")
 
 
 def dry_then_applied_then_nothing(sandbox: Any, runbook_id: str, unchanged: Callable[[], Any], **options: Any) -> RunbookResult:

@@ -4,8 +4,6 @@ and so do files all failing, on time, from the real handlers (a failed file is n
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -15,29 +13,9 @@ from pipeline.telemetry.catalog import Metric
 from pipeops import faults
 from pipeops.faults import FaultTarget
 from sandbox.clock import TimeScale
-from tests.conftest import alarm_states, datapoints, put
+from tests.conftest import alarm_states, datapoints, indicator_datum, put, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def indicator(sandbox: Any, name: str, function: str, value: float) -> dict[str, Any]:
-    return {
-        "MetricName": name,
-        "Dimensions": [
-            {"Name": "service", "Value": "pipeops-pipeline"},
-            {"Name": "stage", "Value": "dev"},
-            {"Name": "function", "Value": sandbox.outputs[f"{function}Name"]},
-        ],
-        "Value": value,
-        "Unit": "Count",
-    }
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def test_a_lost_file_pages_through_the_composite_and_the_burn_alarms_deploy_quiet(make_sandbox: Any) -> None:
@@ -45,14 +23,14 @@ def test_a_lost_file_pages_through_the_composite_and_the_burn_alarms_deploy_quie
     lost file) turns FilesLost and PipelineUnhealthy to ALARM; no burn pair fires on no traffic."""
     sandbox = make_sandbox(time_scale=TimeScale(0.02))
     cloudwatch = sandbox.client("cloudwatch")
-    lost = indicator(sandbox, "FilesLost", "ReconcilerFunction", 1)
+    lost = indicator_datum(sandbox, "FilesLost", "ReconcilerFunction", 1)
 
     def paged() -> bool:
         cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[lost])
         states = alarm_states(sandbox)
         return states.get("FilesLost") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
 
-    wait_until(paged, 300, "FilesLost and the composite in ALARM")
+    wait_for(paged, 300, "FilesLost and the composite in ALARM", every=0.5)
     states = alarm_states(sandbox)
     burns = {name: state for name, state in states.items() if name.startswith("FilesOnTime")}
     assert len(burns) == 9 and "ALARM" not in burns.values()
@@ -61,9 +39,9 @@ def test_a_lost_file_pages_through_the_composite_and_the_burn_alarms_deploy_quie
 def test_one_missed_file_pages_nothing_and_files_all_missed_page_through_the_fast_pair(make_sandbox: Any) -> None:
     sandbox = make_sandbox(time_scale=TimeScale(0.02))  # a virtual minute is 1.2 s
     cloudwatch = sandbox.client("cloudwatch")
-    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 1)])
+    cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator_datum(sandbox, "FilesMissed", "WorkflowTrackerFunction", 1)])
     target = sandbox.alarms.virtual_now() + timedelta(minutes=10)
-    wait_until(lambda: sandbox.alarms.virtual_now() >= target, 300, "10 virtual minutes")
+    wait_for(lambda: sandbox.alarms.virtual_now() >= target, 300, "10 virtual minutes", every=0.5)
     sandbox.alarms.evaluate_now()
     states = alarm_states(sandbox)
     pairs = ("FilesOnTimeFastBurn", "FilesOnTimeSlowBurn", "FilesOnTimeSteadyBurn", "PipelineUnhealthy")
@@ -72,11 +50,11 @@ def test_one_missed_file_pages_nothing_and_files_all_missed_page_through_the_fas
     assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeSlowBurn6h"] == states["FilesOnTimeSteadyBurn1d"] == "OK"
 
     def paged() -> bool:  # two missed files a virtual minute or so, no file on time
-        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator(sandbox, "FilesMissed", "WorkflowTrackerFunction", 2)])
+        cloudwatch.put_metric_data(Namespace="PipeOps", MetricData=[indicator_datum(sandbox, "FilesMissed", "WorkflowTrackerFunction", 2)])
         states = alarm_states(sandbox)
         return states.get("FilesOnTimeFastBurn") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
 
-    wait_until(paged, 300, "the fast burn pair and the composite in ALARM")
+    wait_for(paged, 300, "the fast burn pair and the composite in ALARM", every=0.5)
     states = alarm_states(sandbox)
     assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeFastBurn5m"] == "ALARM"
 
@@ -94,7 +72,7 @@ def test_files_all_failing_page_through_the_fast_pair(make_sandbox: Any) -> None
         states = alarm_states(sandbox)
         return states.get("FilesOnTimeFastBurn") == "ALARM" and states.get("PipelineUnhealthy") == "ALARM"
 
-    wait_until(paged, 400, "the fast burn pair and the composite in ALARM")
+    wait_for(paged, 400, "the fast burn pair and the composite in ALARM", every=0.5)
     states = alarm_states(sandbox)
     assert states["FilesOnTimeFastBurn1h"] == states["FilesOnTimeFastBurn5m"] == "ALARM"
     assert sum(datapoints(sandbox, Metric.FILES_MISSED, "Sum")) > 0  # the failed runs counted their files
