@@ -22,7 +22,9 @@ lint: $(STAMP)
 # Three workers on 2 cores, a test file each at a time (a file's tests share its fixtures and order):
 # most of the suite's time is sandboxes waiting on their pollers, schedules and alarm clocks (with
 # two workers the CPU was busy about half the wall time), so a third overlaps its waits with the
-# others' work. Measured on an idle 2-core machine, same commit: 2 workers WALL2 s, 3 workers WALL3 s.
+# others' work. Measured on an idle 2-core machine (pytest's own time; CI adds the install):
+# 2 workers 828 s before this change's two test cuts (about 110 s of one worker's time),
+# 3 workers 561 s with them; with two busy loops beside it (and other tests run by hand), 914 s.
 # No test depends on a handler finishing within a scaled-down timeout, so a busier CPU makes the
 # waits longer, never a result different.
 # Files go out in collection order (--no-loadscope-reorder): xdist's default hands out the files

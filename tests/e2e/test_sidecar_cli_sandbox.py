@@ -93,7 +93,14 @@ def test_status_reconcile_and_alarms_read_the_watched_pipeline(counter_example: 
     assert seen["dead_letter_queues"] == {DLQ: 1}
     names = {finding["name"] for finding in seen["findings"]}
     assert {"SlotsFullIdle", "DeadLetterQueueMessages"} <= names, seen["findings"]
-    assert "SlotsFullIdle" in seen["alarms_firing"]
+    # The alarm is fed by the scheduled reconciler's runs: on a starved CPU a run can come late, the
+    # alarm's newest period has no data for a moment and ReconcilerSilent fires instead. Asked again,
+    # status shows it once the next run reports (the finding above never depends on the schedule).
+    eventually(
+        lambda: "SlotsFullIdle" in envelope(cli("status", "--json").output, "sidecar_status")["alarms_firing"],
+        "status to list SlotsFullIdle among the alarms firing",
+        timeout=300,
+    )
 
     dry = cli("reconcile", "--json")
     assert dry.exit_code == 1, dry.output
