@@ -27,6 +27,7 @@ from monitors.snapshot import QueueDepth, Snapshot
 from pipeline import config
 from pipeline.handlers import _wiring
 from pipeline.jobs import JobMessage, RunRef, format_timestamp
+from pipeline.stack import SERVICE_NAME
 from pipeline.stores.claims import ClaimsStore
 from pipeline.stores.tracking import HEAD_SORT_KEY, RunRecord, TrackingStore
 from pipeline.telemetry import catalog
@@ -419,8 +420,8 @@ def indicator_datum(sandbox: Any, name: str, function: str, value: float, when: 
     datum: dict[str, Any] = {
         "MetricName": name,
         "Dimensions": [
-            {"Name": "service", "Value": "pipeops-pipeline"},
-            {"Name": "stage", "Value": "dev"},
+            {"Name": "service", "Value": SERVICE_NAME},
+            {"Name": "stage", "Value": "dev"},  # the template's default Stage
             {"Name": "function", "Value": sandbox.outputs[f"{function}Name"]},
         ],
         "Value": value,
